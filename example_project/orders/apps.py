@@ -1,0 +1,11 @@
+"""Example app whose ``workflows`` module weft_django autodiscovers."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class OrdersConfig(AppConfig):
+    name = "example_project.orders"
+    label = "orders"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,104 @@
+"""Shared fixtures: a controllable database-side clock, engines, settings."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+
+import pytest
+from django.conf import settings as django_settings
+
+from weft_django.conf import get_settings
+from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.clock import db_now
+from weft_django.ownership.cooldown import Cooldown
+from weft_django.ownership.engines import register_engine
+
+
+def _vendor() -> str:
+    engine = django_settings.DATABASES["default"]["ENGINE"]
+    return "postgresql" if "postgresql" in engine else engine.rsplit(".", 1)[-1]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres") and _vendor() != "postgresql":
+        pytest.skip(
+            "needs PostgreSQL: runs in the PostgreSQL pass of bin/test "
+            "(DATABASE_URL=postgres://...)"
+        )
+
+
+class FakeClock:
+    """One shared, manually advanced clock standing in for the database's."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now
+
+    def set(self, value: datetime) -> None:
+        with self._lock:
+            self._now = value
+
+
+class FakeMonotonic:
+    def __init__(self) -> None:
+        self.value = 1000.0
+
+    def __call__(self) -> float:
+        return self.value
+
+
+@pytest.fixture
+def weft_settings(settings: object) -> Callable[..., None]:
+    """``weft_settings(CLAIM_TTL=6, ...)`` overrides keys of ``settings.WEFT``."""
+
+    def apply(**values: object) -> None:
+        current = dict(getattr(settings, "WEFT", {}))
+        current.update(values)
+        settings.WEFT = current  # type: ignore[attr-defined]
+
+    apply(
+        OWNERSHIP="workflow-lease",
+        CLAIM_TTL=30.0,
+        CLAIM_RENEW_INTERVAL=5.0,
+        TICK_INTERVAL=0.25,
+        NOTIFY=True,
+    )
+    return apply
+
+
+@pytest.fixture
+def clock(db: None) -> FakeClock:
+    return FakeClock(db_now())
+
+
+@pytest.fixture
+def monotonic() -> FakeMonotonic:
+    return FakeMonotonic()
+
+
+@pytest.fixture
+def make_registry(
+    db: None, weft_settings: Callable[..., None], clock: FakeClock, monotonic: FakeMonotonic
+) -> Iterator[Callable[..., ClaimRegistry]]:
+    """Register an engine row and return its ClaimRegistry on the shared fake clock."""
+
+    def make(engine_id: str | None = None, *, kind: str = "test") -> ClaimRegistry:
+        config = get_settings()
+        engine = register_engine(config, kind=kind, engine_id=engine_id, now=clock())
+        cooldown = Cooldown(
+            base=config.claim_renew_interval, cap=4 * config.claim_ttl, clock=monotonic
+        )
+        return ClaimRegistry(engine.id, settings=config, clock=clock, cooldown=cooldown)
+
+    yield make

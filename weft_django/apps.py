@@ -1,0 +1,16 @@
+"""App config: registers system checks and autodiscovers ``workflows`` modules."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class WeftConfig(AppConfig):
+    name = "weft_django"
+    label = "weft_django"
+    verbose_name = _("Weft workflows")
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

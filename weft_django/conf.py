@@ -1,0 +1,214 @@
+"""Settings: the ``WEFT`` dict, read lazily on every access, with typed defaults.
+
+Reading goes through :func:`get_settings`, which builds an immutable
+:class:`WeftSettings` from ``django.conf.settings.WEFT`` at call time, so
+``override_settings(WEFT=...)`` works and nothing is read at import time.
+Durations accept seconds (int/float) or a ``timedelta``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+
+from .exceptions import WeftConfigurationError
+
+MODE_WORKFLOW_LEASE = "workflow-lease"
+MODE_LEASE = "lease"
+MODE_NONE = "none"
+MODES = (MODE_WORKFLOW_LEASE, MODE_LEASE, MODE_NONE)
+
+DURATION_KEYS = (
+    "CLAIM_TTL",
+    "CLAIM_RENEW_INTERVAL",
+    "LEASE_TTL",
+    "LEASE_RENEW_INTERVAL",
+    "TICK_INTERVAL",
+    "UPDATE_RESPONSE_TTL",
+)
+
+DEFAULTS: dict[str, Any] = {
+    "OWNERSHIP": MODE_WORKFLOW_LEASE,
+    "CLAIM_TTL": 30.0,
+    "CLAIM_RENEW_INTERVAL": 5.0,
+    "LEASE_TTL": 30.0,
+    "LEASE_RENEW_INTERVAL": 5.0,
+    "TICK_INTERVAL": 0.25,
+    "UPDATE_RESPONSE_TTL": 300.0,
+    "MAX_PAYLOAD_BYTES": 262144,
+    "NOTIFY": True,
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the settings, shared by system checks and boot."""
+
+    id: str
+    msg: str
+    hint: str
+
+
+@dataclass(frozen=True)
+class WeftSettings:
+    ownership: str
+    claim_ttl: float
+    claim_renew_interval: float
+    lease_ttl: float
+    lease_renew_interval: float
+    tick_interval: float
+    update_response_ttl: float
+    max_payload_bytes: int
+    notify: bool
+
+    @property
+    def renew_interval(self) -> float:
+        """The renew interval of the configured mode."""
+        if self.ownership == MODE_LEASE:
+            return self.lease_renew_interval
+        return self.claim_renew_interval
+
+    @property
+    def ttl(self) -> float:
+        if self.ownership == MODE_LEASE:
+            return self.lease_ttl
+        return self.claim_ttl
+
+    @property
+    def expiry_grace(self) -> float:
+        """Seconds past ``expires_at`` before a holder counts as expired (2 x renew)."""
+        return 2 * self.renew_interval
+
+    @property
+    def cooldown_cap(self) -> float:
+        return 4 * self.ttl
+
+
+def _raw() -> dict[str, Any]:
+    value = getattr(settings, "WEFT", None)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise WeftConfigurationError(f"settings.WEFT must be a dict, not {type(value).__name__}.")
+    return value
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
+    """Every problem with ``settings.WEFT`` (empty when valid)."""
+    try:
+        raw = _raw() if raw is None else raw
+    except WeftConfigurationError as exc:
+        return [Problem("weft.E001", str(exc), "Set WEFT = {...} in your settings.")]
+    found: list[Problem] = []
+    unknown = sorted(set(raw) - set(DEFAULTS))
+    if unknown:
+        found.append(
+            Problem(
+                "weft.E002",
+                f"Unknown WEFT setting(s): {', '.join(unknown)}.",
+                f"Valid keys are: {', '.join(DEFAULTS)}.",
+            )
+        )
+    merged = {**DEFAULTS, **raw}
+    mode = merged["OWNERSHIP"]
+    if mode not in MODES:
+        found.append(
+            Problem(
+                "weft.E003",
+                f"WEFT['OWNERSHIP'] is {mode!r}, which is not an ownership mode.",
+                f"Use one of {', '.join(repr(m) for m in MODES)}.",
+            )
+        )
+    durations: dict[str, float] = {}
+    for key in DURATION_KEYS:
+        seconds = _seconds(merged[key])
+        if seconds is None or seconds != seconds or seconds <= 0:
+            found.append(
+                Problem(
+                    "weft.E004",
+                    f"WEFT[{key!r}] must be a positive number of seconds or a timedelta, "
+                    f"got {merged[key]!r}.",
+                    f"Set WEFT[{key!r}] to e.g. {DEFAULTS[key]!r}.",
+                )
+            )
+        else:
+            durations[key] = seconds
+    for ttl_key, renew_key in (
+        ("CLAIM_TTL", "CLAIM_RENEW_INTERVAL"),
+        ("LEASE_TTL", "LEASE_RENEW_INTERVAL"),
+    ):
+        if ttl_key not in durations or renew_key not in durations:
+            continue
+        ttl, renew = durations[ttl_key], durations[renew_key]
+        if renew >= ttl:
+            found.append(
+                Problem(
+                    "weft.E005",
+                    f"WEFT[{renew_key!r}] ({renew:g}s) must be shorter than "
+                    f"WEFT[{ttl_key!r}] ({ttl:g}s).",
+                    f"Renew well within the TTL: e.g. {renew_key}={ttl / 6:g} for "
+                    f"{ttl_key}={ttl:g}.",
+                )
+            )
+        elif ttl < 3 * renew:
+            found.append(
+                Problem(
+                    "weft.E006",
+                    f"WEFT[{ttl_key!r}] ({ttl:g}s) must be at least 3 x "
+                    f"WEFT[{renew_key!r}] ({renew:g}s), so one late renewal never "
+                    "loses a claim.",
+                    f"Raise {ttl_key} to at least {3 * renew:g} or lower {renew_key}.",
+                )
+            )
+    size = merged["MAX_PAYLOAD_BYTES"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        found.append(
+            Problem(
+                "weft.E007",
+                f"WEFT['MAX_PAYLOAD_BYTES'] must be a positive integer, got {size!r}.",
+                "Set it to e.g. 262144 (256 KiB).",
+            )
+        )
+    if not isinstance(merged["NOTIFY"], bool):
+        found.append(
+            Problem(
+                "weft.E008",
+                f"WEFT['NOTIFY'] must be True or False, got {merged['NOTIFY']!r}.",
+                "Set WEFT['NOTIFY'] = True to use LISTEN/NOTIFY on PostgreSQL.",
+            )
+        )
+    return found
+
+
+def get_settings() -> WeftSettings:
+    """Validated settings; raises :class:`WeftConfigurationError` when invalid."""
+    raw = _raw()
+    found = problems(raw)
+    if found:
+        lines = "; ".join(f"{p.msg} ({p.id}; hint: {p.hint})" for p in found)
+        raise WeftConfigurationError(f"Invalid WEFT settings: {lines}")
+    merged = {**DEFAULTS, **raw}
+    return WeftSettings(
+        ownership=merged["OWNERSHIP"],
+        claim_ttl=_seconds(merged["CLAIM_TTL"]) or 0.0,
+        claim_renew_interval=_seconds(merged["CLAIM_RENEW_INTERVAL"]) or 0.0,
+        lease_ttl=_seconds(merged["LEASE_TTL"]) or 0.0,
+        lease_renew_interval=_seconds(merged["LEASE_RENEW_INTERVAL"]) or 0.0,
+        tick_interval=_seconds(merged["TICK_INTERVAL"]) or 0.0,
+        update_response_ttl=_seconds(merged["UPDATE_RESPONSE_TTL"]) or 0.0,
+        max_payload_bytes=int(merged["MAX_PAYLOAD_BYTES"]),
+        notify=bool(merged["NOTIFY"]),
+    )

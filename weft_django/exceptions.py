@@ -1,0 +1,177 @@
+"""Every error and warning weft_django raises; all errors subclass ``WeftError``."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger("weft_django")
+
+
+class WeftError(Exception):
+    """Base class of every weft_django error."""
+
+
+class WeftConfigurationError(WeftError, ImproperlyConfigured):
+    """Invalid ``WEFT`` settings or an unusable database for the configured mode."""
+
+
+class WorkflowNotRegisteredError(WeftError, LookupError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"No workflow is registered under the name {name!r}. Register it with "
+            "@weft.workflow in a 'workflows' module of an installed app."
+        )
+
+
+class WorkflowAlreadyExistsError(WeftError):
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"A workflow run with id {workflow_id!r} already exists.")
+
+
+class WorkflowNotFoundError(WeftError, LookupError):
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"No workflow run with id {workflow_id!r}.")
+
+
+class WorkflowTerminalError(WeftError):
+    def __init__(self, workflow_id: str, status: str) -> None:
+        self.workflow_id = workflow_id
+        self.status = status
+        super().__init__(f"Workflow run {workflow_id!r} is {status}; it accepts no more input.")
+
+
+class WorkflowFailedError(WeftError):
+    def __init__(self, workflow_id: str, error: dict[str, Any] | None = None) -> None:
+        self.workflow_id = workflow_id
+        self.error = error or {}
+        detail = f"{self.error.get('type', 'Error')}: {self.error.get('message', '')}"
+        super().__init__(f"Workflow run {workflow_id!r} failed: {detail}")
+
+
+class WorkflowCancelledError(WeftError):
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"Workflow run {workflow_id!r} was cancelled.")
+
+
+class WaitTimeoutError(WeftError, TimeoutError):
+    """A durable wait (signal, update, predicate) passed its timeout."""
+
+
+class UpdateTimeoutError(WeftError, TimeoutError):
+    def __init__(self, update_id: str) -> None:
+        self.update_id = update_id
+        super().__init__(
+            f"No response to update {update_id!r} in time. The request stays stored and "
+            "may still be applied later; call update() again with the same update_id "
+            "to collect its result."
+        )
+
+
+class UpdateRejectedError(WeftError):
+    def __init__(self, update_id: str, message: str) -> None:
+        self.update_id = update_id
+        self.message = message
+        super().__init__(f"Update {update_id!r} was rejected: {message}")
+
+
+class NonDeterminismError(WeftError):
+    def __init__(self, workflow_id: str, seq: int, expected: str, found: str) -> None:
+        self.workflow_id = workflow_id
+        self.seq = seq
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"Workflow run {workflow_id!r} is not deterministic at operation #{seq}: "
+            f"history recorded {found}, the code now asks for {expected}. The run is "
+            "suspended; deploy code that replays its history, then resume it."
+        )
+
+
+class PayloadError(WeftError, ValueError):
+    """A value is not JSON-serialisable or is over ``WEFT['MAX_PAYLOAD_BYTES']``."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        self.what = what
+        self.reason = reason
+        super().__init__(f"{what}: {reason}")
+
+
+class WorkflowClaimUnavailableError(WeftError):
+    def __init__(self, workflow_id: str, held_by: str | None) -> None:
+        self.workflow_id = workflow_id
+        self.held_by = held_by
+        super().__init__(
+            f"Workflow run {workflow_id!r} is owned by live engine {held_by!r}; "
+            "it cannot be claimed now."
+        )
+
+
+class EngineDeposedError(WeftError):
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(
+            f"This engine no longer holds the claim on workflow run {workflow_id!r} "
+            "at its epoch; the write was rolled back."
+        )
+
+
+class OwnershipModeMismatchError(WeftConfigurationError):
+    def __init__(self, configured_mode: str, stored_mode: str, established_at: datetime) -> None:
+        self.configured_mode = configured_mode
+        self.stored_mode = stored_mode
+        self.established_at = established_at
+        super().__init__(
+            f"WEFT['OWNERSHIP'] is {configured_mode!r} but this database was established "
+            f"in ownership mode {stored_mode!r} at {established_at.isoformat()}. Engines of "
+            "different modes must never share a database: set WEFT['OWNERSHIP'] to "
+            f"{stored_mode!r}, or stop every engine and run "
+            "'manage.py weft_marker --reset' to re-establish the mode."
+        )
+
+
+class OwnershipMarkerCorruptError(WeftConfigurationError):
+    """The store-wide ownership-mode marker row cannot be decoded."""
+
+
+class OwnershipMarkerDeletedError(WeftConfigurationError):
+    """The marker vanished between a lost insert race and the re-read."""
+
+
+class WeftWorkflowClaimLostWarning(UserWarning):
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"Claim on workflow run {workflow_id!r} was lost to another engine.")
+
+
+class WeftWorkflowWakeDiscardedWarning(UserWarning):
+    def __init__(self, workflow_id: str, wake_kind: str) -> None:
+        self.workflow_id = workflow_id
+        self.wake_kind = wake_kind
+        super().__init__(
+            f"Discarded a {wake_kind} wake for workflow run {workflow_id!r}: this engine "
+            "no longer holds its claim at the cached epoch."
+        )
+
+
+class WeftSecondEngineWarning(UserWarning):
+    """Mode ``none`` found another live engine on the same database."""
+
+
+def warn(warning: Warning) -> None:
+    """Log ``warning`` and emit it through :mod:`warnings` (DESIGN.md §2)."""
+    logger.warning("%s", warning)
+    try:
+        warnings.warn(warning, stacklevel=2)
+    except Warning:
+        # A filter turned warnings into errors ("-W error"): the engine must not
+        # stop because of that; the warning has been logged above.
+        pass

@@ -1,0 +1,302 @@
+"""Database models: runs and their history, signals, updates, and ownership state.
+
+Engine state (engines, claims, the ownership-mode marker, the global lease) is
+written only through :mod:`weft_django.ownership` with conditional UPDATEs
+checked by rowcount; nothing here hides side effects in ``save()``.
+"""
+
+from __future__ import annotations
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", _("pending")
+    RUNNING = "running", _("running")
+    WAITING = "waiting", _("waiting")
+    SUSPENDED = "suspended", _("suspended")
+    COMPLETED = "completed", _("completed")
+    FAILED = "failed", _("failed")
+    CANCELLED = "cancelled", _("cancelled")
+    TIMED_OUT = "timed_out", _("timed out")
+
+
+TERMINAL_STATUSES = (
+    RunStatus.COMPLETED,
+    RunStatus.FAILED,
+    RunStatus.CANCELLED,
+    RunStatus.TIMED_OUT,
+)
+ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+class EngineKind(models.TextChoices):
+    WORKER = "worker", _("weft_worker")
+    CELERY = "celery", _("celery task")
+    TEST = "test", _("test driver")
+    OTHER = "other", _("other")
+
+
+class EngineStatus(models.TextChoices):
+    RUNNING = "running", _("running")
+    DISPOSING = "disposing", _("disposing")
+    STOPPED = "stopped", _("stopped")
+
+
+class Engine(models.Model):
+    """One engine process. Its lease is what keeps every claim it holds alive."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=EngineKind.choices)
+    ownership_mode = models.CharField(max_length=32)
+    status = models.CharField(
+        max_length=16, choices=EngineStatus.choices, default=EngineStatus.RUNNING
+    )
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    lease_expires_at = models.DateTimeField(db_index=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    revocations = models.BigIntegerField(
+        default=0,
+        help_text="Bumped in the same transaction whenever another process takes or "
+        "revokes one of this engine's claims; renewal compares it to find lost claims.",
+    )
+
+    class Meta:
+        ordering = ["-started_at"]
+        verbose_name = _("engine")
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.hostname}:{self.pid})"
+
+
+class Claim(models.Model):
+    """Per-workflow ownership: a fencing epoch that is never reset, and a holder.
+
+    Keyed by workflow id rather than a foreign key to the run, so the epoch
+    survives purging the run and reusing its id.
+    """
+
+    workflow_id = models.CharField(primary_key=True, max_length=255)
+    epoch = models.BigIntegerField(default=0)
+    holder = models.ForeignKey(
+        Engine,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="claims",
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workflow_id"]
+        verbose_name = _("workflow claim")
+        constraints = [
+            models.CheckConstraint(condition=Q(epoch__gte=0), name="weft_claim_epoch_nonnegative"),
+            models.CheckConstraint(
+                condition=(
+                    Q(holder__isnull=True, claimed_at__isnull=True)
+                    | Q(holder__isnull=False, claimed_at__isnull=False, epoch__gte=1)
+                ),
+                name="weft_claim_holder_consistent",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}@{self.epoch}"
+
+
+class OwnershipMarker(models.Model):
+    """The store-wide ownership mode, established by the first engine to boot."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    mode = models.CharField(max_length=64)
+    established_at = models.DateTimeField()
+    established_by = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        verbose_name = _("ownership-mode marker")
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="weft_marker_singleton"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mode} since {self.established_at:%Y-%m-%d %H:%M:%S}"
+
+
+class GlobalLease(models.Model):
+    """The single-writer lease of ownership mode ``lease`` (a singleton row)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    epoch = models.BigIntegerField(default=0)
+    holder = models.ForeignKey(
+        Engine, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("global lease")
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="weft_global_lease_singleton"),
+            models.CheckConstraint(
+                condition=Q(epoch__gte=0), name="weft_global_lease_epoch_nonnegative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"global lease @{self.epoch}"
+
+
+class WorkflowRun(models.Model):
+    id = models.CharField(primary_key=True, max_length=255)
+    workflow_name = models.CharField(max_length=255, db_index=True)
+    workflow_version = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
+    args = models.JSONField(default=list, encoder=DjangoJSONEncoder)
+    kwargs = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    parent_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    start_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    timeout_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    waiting_on = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    wake_hint_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("workflow run")
+        indexes = [
+            models.Index(
+                fields=["status", "start_at", "created_at"],
+                name="weft_run_active_idx",
+                condition=Q(status__in=["pending", "running", "waiting"]),
+            ),
+            models.Index(
+                fields=["wake_at"],
+                name="weft_run_wake_at_idx",
+                condition=Q(wake_at__isnull=False),
+            ),
+            models.Index(
+                fields=["wake_hint_at"],
+                name="weft_run_wake_hint_idx",
+                condition=Q(wake_hint_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name}:{self.id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class WorkflowEvent(models.Model):
+    """One recorded durable operation of a run, at its sequence number."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=32)
+    name = models.CharField(max_length=255, blank=True, default="")
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    engine_id = models.CharField(max_length=64, blank=True, default="")
+    epoch = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        verbose_name = _("workflow event")
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="weft_event_run_seq_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.kind}:{self.name}"
+
+
+class WorkflowSignal(models.Model):
+    """A durably buffered signal, consumed exactly once by ``wait_for_signal``."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="signals")
+    signal_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(default=timezone.now)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    consumed_seq = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        verbose_name = _("workflow signal")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "signal_id"], name="weft_signal_run_signal_id_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["run", "name", "id"],
+                name="weft_signal_unconsumed_idx",
+                condition=Q(consumed_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.name}({self.signal_id})"
+
+
+class UpdateStatus(models.TextChoices):
+    PENDING = "pending", _("pending")
+    APPLIED = "applied", _("applied")
+    REJECTED = "rejected", _("rejected")
+    FAILED = "failed", _("failed")
+
+
+class UpdateRequest(models.Model):
+    """A request/response message into a running workflow."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="updates")
+    update_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    status = models.CharField(
+        max_length=16, choices=UpdateStatus.choices, default=UpdateStatus.PENDING
+    )
+    response = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    applied_seq = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    responded_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        verbose_name = _("update request")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "update_id"], name="weft_update_run_update_id_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["run", "id"],
+                name="weft_update_pending_idx",
+                condition=Q(status="pending"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.name}({self.update_id})"

@@ -1,0 +1,399 @@
+"""The claim registry: per-workflow fenced claims (DESIGN.md §4.3).
+
+Every transition is one conditional UPDATE (or one INSERT) whose rowcount
+decides the outcome; nothing is read, modified and written back in Python.
+Liveness comes from the holder engine's lease (``Engine.lease_expires_at``),
+so renewing every claim an engine holds is one statement on its engine row.
+A takeover bumps the old holder's ``revocations`` counter with the lease
+re-check in the same UPDATE, inside the transaction that moves the claim, so
+an owner that renewed after our read is never deposed, and the owner's next
+renewal sees the counter move and finds exactly which claims it lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from ..conf import WeftSettings, get_settings
+from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
+from ..models import Claim, Engine, EngineStatus
+from . import metrics
+from .clock import Clock, db_now, seconds
+from .cooldown import Cooldown
+from .results import (
+    Acquired,
+    BackoffSkipped,
+    ClaimResult,
+    ClaimState,
+    Lost,
+    LostRace,
+    NoClaim,
+    NotExpired,
+    NotHeld,
+    Released,
+    RenewResult,
+)
+
+logger = logging.getLogger("weft_django.ownership")
+
+
+class _Rollback(Exception):
+    """Internal: undo a multi-statement transition that lost its race."""
+
+
+class ClaimRegistry:
+    """The claims one engine holds, and the transitions that change them.
+
+    ``clock`` (default: the database's clock) is injectable so tests can walk
+    the expiry boundary exactly; it must still be *one* clock shared by every
+    engine under test.
+    """
+
+    def __init__(
+        self,
+        engine_id: str,
+        *,
+        settings: WeftSettings | None = None,
+        using: str = "default",
+        clock: Clock | None = None,
+        cooldown: Cooldown | None = None,
+    ) -> None:
+        self.engine_id = engine_id
+        self.settings = settings or get_settings()
+        self.using = using
+        self._clock = clock
+        self.cooldown = cooldown or Cooldown(
+            base=self.settings.claim_renew_interval, cap=4 * self.settings.claim_ttl
+        )
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+        # A new engine row starts at 0 revocations (see engines.register_engine).
+        self._revocations_seen: int | None = 0
+        self.disposing = False
+
+    # -- clock and judgments -------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._clock() if self._clock is not None else db_now(self.using)
+
+    def expiry_cutoff(self, now: datetime) -> datetime:
+        """A lease that ends before this instant is expired at ``now``."""
+        return now - seconds(2 * self.settings.claim_renew_interval)
+
+    def is_expired(self, expires_at: datetime, now: datetime) -> bool:
+        """``expires_at + 2 x renew < now``, strictly (DESIGN.md §4.3)."""
+        return expires_at < self.expiry_cutoff(now)
+
+    # -- local view -----------------------------------------------------------
+
+    @property
+    def held(self) -> dict[str, int]:
+        """A snapshot of the claims this engine holds: workflow id -> epoch."""
+        with self._lock:
+            return dict(self._held)
+
+    def epoch_of(self, workflow_id: str) -> int | None:
+        with self._lock:
+            return self._held.get(workflow_id)
+
+    def _remember(self, workflow_id: str, epoch: int) -> None:
+        with self._lock:
+            self._held[workflow_id] = epoch
+            count = len(self._held)
+        metrics.claims_active.set(count)
+
+    def forget(self, workflow_id: str, epoch: int | None = None) -> bool:
+        """Drop local state for a claim (only at ``epoch`` when given)."""
+        with self._lock:
+            if workflow_id not in self._held:
+                return False
+            if epoch is not None and self._held[workflow_id] != epoch:
+                return False
+            del self._held[workflow_id]
+            count = len(self._held)
+        metrics.claims_active.set(count)
+        return True
+
+    def mark_lost(self, workflow_id: str, epoch: int) -> Lost | None:
+        """Record that a claim was lost: local state dropped, warning, metric, cooldown."""
+        if not self.forget(workflow_id, epoch):
+            return None
+        metrics.claim_attempts.labels(outcome="deposed").inc()
+        metrics.renewal_failures.inc()
+        self.cooldown.record_loss(workflow_id)
+        warn(WeftWorkflowClaimLostWarning(workflow_id))
+        return Lost(workflow_id, epoch)
+
+    # -- reads ----------------------------------------------------------------
+
+    def read(self, workflow_id: str) -> ClaimState | None:
+        row = (
+            Claim.objects.using(self.using)
+            .filter(workflow_id=workflow_id)
+            .values_list("epoch", "holder_id", "claimed_at", "holder__lease_expires_at")
+            .first()
+        )
+        if row is None:
+            return None
+        epoch, holder_id, claimed_at, expires_at = row
+        return ClaimState(workflow_id, epoch, holder_id, claimed_at, expires_at)
+
+    # -- transitions ----------------------------------------------------------
+
+    def _skip_for_cooldown(self, workflow_id: str) -> BackoffSkipped | None:
+        until = self.cooldown.blocked_until(workflow_id)
+        if until is None:
+            return None
+        metrics.claim_attempts.labels(outcome="backoff_skipped").inc()
+        return BackoffSkipped(workflow_id, until)
+
+    def _won(self, workflow_id: str, epoch: int, *, takeover: bool) -> Acquired:
+        self._remember(workflow_id, epoch)
+        self.cooldown.clear(workflow_id)
+        metrics.claim_attempts.labels(outcome="takeover" if takeover else "acquired").inc()
+        return Acquired(workflow_id, epoch, takeover=takeover)
+
+    def _lost_race(self, workflow_id: str) -> LostRace:
+        metrics.claim_attempts.labels(outcome="lost_race").inc()
+        state = self.read(workflow_id)
+        return LostRace(workflow_id, state.holder_id if state else None)
+
+    def acquire(self, workflow_id: str, *, expected_epoch: int | None = None) -> ClaimResult:
+        """Take an unheld claim: epoch becomes old+1 (1 for a new workflow id).
+
+        ``expected_epoch`` is the epoch the caller read; when omitted it is read
+        here. A claim that is held (live or not) is never taken by ``acquire``:
+        that is ``takeover``'s job, after the expiry judgment.
+        """
+        skipped = self._skip_for_cooldown(workflow_id)
+        if skipped is not None:
+            return skipped
+        if self.disposing:
+            return LostRace(workflow_id, None)
+        if expected_epoch is None:
+            state = self.read(workflow_id)
+            if state is not None and state.holder_id is not None:
+                if state.holder_id == self.engine_id and self.epoch_of(workflow_id) == state.epoch:
+                    return Acquired(workflow_id, state.epoch)
+                metrics.claim_attempts.labels(outcome="lost_race").inc()
+                return LostRace(workflow_id, state.holder_id)
+            expected_epoch = state.epoch if state is not None else 0
+        now = self.now()
+        if expected_epoch == 0:
+            try:
+                with transaction.atomic(using=self.using):
+                    Claim.objects.using(self.using).create(
+                        workflow_id=workflow_id, epoch=1, holder_id=self.engine_id, claimed_at=now
+                    )
+            except IntegrityError:
+                # Someone inserted first, or a row with epoch 0 exists: try the UPDATE.
+                pass
+            else:
+                return self._won(workflow_id, 1, takeover=False)
+        updated = (
+            Claim.objects.using(self.using)
+            .filter(workflow_id=workflow_id, holder__isnull=True, epoch=expected_epoch)
+            .update(holder_id=self.engine_id, epoch=F("epoch") + 1, claimed_at=now)
+        )
+        if updated == 1:
+            return self._won(workflow_id, expected_epoch + 1, takeover=False)
+        return self._lost_race(workflow_id)
+
+    def takeover(self, workflow_id: str, *, holder_id: str, epoch: int) -> ClaimResult:
+        """Take a claim from ``holder_id`` at ``epoch`` once its lease has expired.
+
+        One transaction: bump the old holder's revocation counter *only if its
+        lease is still expired* (the re-check and the row lock in one UPDATE),
+        then move the claim conditional on the exact holder and epoch read.
+        """
+        skipped = self._skip_for_cooldown(workflow_id)
+        if skipped is not None:
+            return skipped
+        if self.disposing:
+            return LostRace(workflow_id, holder_id)
+        now = self.now()
+        cutoff = self.expiry_cutoff(now)
+        try:
+            with transaction.atomic(using=self.using):
+                bumped = (
+                    Engine.objects.using(self.using)
+                    .filter(id=holder_id, lease_expires_at__lt=cutoff)
+                    .update(revocations=F("revocations") + 1)
+                )
+                if bumped != 1:
+                    raise _Rollback("live")
+                moved = (
+                    Claim.objects.using(self.using)
+                    .filter(workflow_id=workflow_id, holder_id=holder_id, epoch=epoch)
+                    .update(holder_id=self.engine_id, epoch=F("epoch") + 1, claimed_at=now)
+                )
+                if moved != 1:
+                    raise _Rollback("race")
+        except _Rollback as why:
+            if str(why) == "live":
+                state = self.read(workflow_id)
+                if (
+                    state is not None
+                    and state.holder_id == holder_id
+                    and state.epoch == epoch
+                    and state.expires_at is not None
+                ):
+                    return NotExpired(workflow_id, holder_id, state.expires_at)
+            return self._lost_race(workflow_id)
+        return self._won(workflow_id, epoch + 1, takeover=True)
+
+    def claim(self, workflow_id: str) -> ClaimResult:
+        """Read, judge and then ``acquire`` or ``takeover``: what scans call."""
+        skipped = self._skip_for_cooldown(workflow_id)
+        if skipped is not None:
+            return skipped
+        state = self.read(workflow_id)
+        if state is None or state.holder_id is None:
+            return self.acquire(workflow_id, expected_epoch=state.epoch if state else 0)
+        if state.holder_id == self.engine_id and self.epoch_of(workflow_id) == state.epoch:
+            return Acquired(workflow_id, state.epoch)
+        if state.expires_at is None or not self.is_expired(state.expires_at, self.now()):
+            return NotExpired(workflow_id, state.holder_id, state.expires_at or self.now())
+        return self.takeover(workflow_id, holder_id=state.holder_id, epoch=state.epoch)
+
+    def renew(self) -> RenewResult:
+        """Keep every claim this engine holds alive: O(1) statements.
+
+        Extends the engine's lease (one UPDATE), reads its revocation counter
+        (one SELECT) and, only when that counter moved, lists the claims it
+        still holds to report the ones that were taken over or revoked.
+        """
+        started = time.monotonic()
+        now = self.now()
+        result = RenewResult(started_at=now, held=self.held)
+        renewed = (
+            Engine.objects.using(self.using)
+            .filter(id=self.engine_id)
+            .exclude(status=EngineStatus.STOPPED)
+            .update(
+                lease_expires_at=now + seconds(self.settings.claim_ttl),
+                heartbeat_at=now,
+            )
+        )
+        result.engine_renewed = renewed == 1
+        revocations = (
+            Engine.objects.using(self.using)
+            .filter(id=self.engine_id)
+            .values_list("revocations", flat=True)
+            .first()
+        )
+        if revocations is None or revocations != self._revocations_seen:
+            still_held = dict(
+                Claim.objects.using(self.using)
+                .filter(holder_id=self.engine_id)
+                .values_list("workflow_id", "epoch")
+            )
+            for workflow_id, epoch in result.held.items():
+                if still_held.get(workflow_id) != epoch:
+                    lost = self.mark_lost(workflow_id, epoch)
+                    if lost is not None:
+                        result.lost.append(lost)
+            self._revocations_seen = revocations
+        if not result.engine_renewed:
+            metrics.renewal_failures.inc()
+            logger.error("engine %s: its engine row is gone or stopped", self.engine_id)
+        result.finished_at = now + seconds(time.monotonic() - started)
+        return result
+
+    def release(self, workflow_id: str, *, epoch: int | None = None) -> Released | NotHeld:
+        """Give a claim up, epoch unchanged (terminal/suspend commits do it in-line)."""
+        epoch = self.epoch_of(workflow_id) if epoch is None else epoch
+        if epoch is None:
+            return NotHeld(workflow_id)
+        self.forget(workflow_id, epoch)
+        released = release_statement(self.using, workflow_id, self.engine_id, epoch)
+        return Released(workflow_id, epoch) if released else NotHeld(workflow_id)
+
+    def release_all(self) -> int:
+        """Release every claim this engine holds (graceful shutdown; best effort)."""
+        with self._lock:
+            self._held.clear()
+        metrics.claims_active.set(0)
+        return (
+            Claim.objects.using(self.using)
+            .filter(holder_id=self.engine_id)
+            .update(holder_id=None, claimed_at=None)
+        )
+
+    def check_wake(self, workflow_id: str, wake_kind: str) -> bool:
+        """Before driving a run for a wake: does the database agree we hold it?
+
+        Compares engine id *and* epoch; a mismatch drops local state and emits
+        ``WeftWorkflowWakeDiscardedWarning``.
+        """
+        epoch = self.epoch_of(workflow_id)
+        state = self.read(workflow_id)
+        if (
+            epoch is not None
+            and state is not None
+            and state.holder_id == self.engine_id
+            and state.epoch == epoch
+        ):
+            return True
+        if epoch is not None:
+            self.forget(workflow_id, epoch)
+        warn(WeftWorkflowWakeDiscardedWarning(workflow_id, wake_kind))
+        return False
+
+    def state_or_no_claim(self, workflow_id: str) -> ClaimState | NoClaim:
+        state = self.read(workflow_id)
+        return NoClaim(workflow_id) if state is None else state
+
+
+def release_statement(using: str, workflow_id: str, engine_id: str, epoch: int) -> bool:
+    """The release UPDATE itself, for use inside a caller's transaction."""
+    return (
+        Claim.objects.using(using)
+        .filter(workflow_id=workflow_id, holder_id=engine_id, epoch=epoch)
+        .update(holder_id=None, claimed_at=None)
+        == 1
+    )
+
+
+def revoke_statement(using: str, workflow_id: str) -> int:
+    """Rotate the epoch and drop the holder (cancel/suspend/purge/timeout, §4.5).
+
+    Run inside the transaction that writes the new status. Bumps the old
+    holder's revocation counter so its renewal reports the loss, locking the
+    engine row before the claim row (the same order as ``takeover``), and
+    moves the claim only if the holder is still the one whose counter was
+    bumped. Returns the new epoch (epoch 1 when the id never had a claim).
+    """
+    claims = Claim.objects.using(using)
+    for _attempt in range(10):
+        holder_id = claims.filter(workflow_id=workflow_id).values_list("holder_id", flat=True)
+        rows = list(holder_id[:1])
+        if not rows:
+            try:
+                with transaction.atomic(using=using):
+                    claims.create(workflow_id=workflow_id, epoch=1)
+                return 1
+            except IntegrityError:
+                continue
+        holder = rows[0]
+        try:
+            with transaction.atomic(using=using):
+                if holder is not None:
+                    Engine.objects.using(using).filter(id=holder).update(
+                        revocations=F("revocations") + 1
+                    )
+                moved = claims.filter(workflow_id=workflow_id, holder_id=holder).update(
+                    epoch=F("epoch") + 1, holder_id=None, claimed_at=None
+                )
+                if moved != 1:
+                    raise _Rollback("race")
+        except _Rollback:
+            continue
+        return claims.filter(workflow_id=workflow_id).values_list("epoch", flat=True).get()
+    raise RuntimeError(f"could not revoke the claim on {workflow_id!r}: it kept changing")

@@ -1,0 +1,66 @@
+"""Engine rows: one per engine process, carrying the lease its claims live on."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime
+
+from django.db.models import Q
+
+from ..conf import WeftSettings
+from ..models import Engine, EngineKind, EngineStatus
+from .clock import db_now, seconds
+
+
+def new_engine_id() -> str:
+    host = socket.gethostname().split(".")[0][:24]
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def register_engine(
+    settings: WeftSettings,
+    *,
+    kind: str = EngineKind.WORKER,
+    engine_id: str | None = None,
+    using: str = "default",
+    now: datetime | None = None,
+) -> Engine:
+    """Insert this process's engine row with a fresh lease."""
+    now = now or db_now(using)
+    return Engine.objects.using(using).create(
+        id=engine_id or new_engine_id(),
+        hostname=socket.gethostname()[:255],
+        pid=os.getpid(),
+        kind=kind,
+        ownership_mode=settings.ownership,
+        status=EngineStatus.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        lease_expires_at=now + seconds(settings.ttl),
+    )
+
+
+def mark_disposing(engine_id: str, *, using: str = "default") -> None:
+    Engine.objects.using(using).filter(id=engine_id, status=EngineStatus.RUNNING).update(
+        status=EngineStatus.DISPOSING
+    )
+
+
+def mark_stopped(engine_id: str, *, using: str = "default") -> None:
+    """Stopped, and its lease ended now: nothing it held can count as live."""
+    now = db_now(using)
+    Engine.objects.using(using).filter(id=engine_id).update(
+        status=EngineStatus.STOPPED, stopped_at=now, lease_expires_at=now
+    )
+
+
+def other_live_engines(engine_id: str, *, grace: float, using: str = "default") -> list[Engine]:
+    """Engines other than ``engine_id`` whose lease is live on the database clock."""
+    now = db_now(using)
+    return list(
+        Engine.objects.using(using)
+        .exclude(Q(id=engine_id) | Q(status=EngineStatus.STOPPED))
+        .filter(lease_expires_at__gte=now - seconds(grace))
+    )

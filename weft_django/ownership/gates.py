@@ -1,0 +1,121 @@
+"""Boot gates (DESIGN.md §4.2): run before any claim, recovery or poll.
+
+1. Storage capability: atomic conditional writes inside transactions.
+2. The store-wide ownership-mode marker: establish it (first engine wins),
+   or match it; never overwrite it.
+3. Timing coherence: the settings checks of :mod:`weft_django.conf`.
+
+Mode ``none`` skips all of them and never touches the marker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, connections, transaction
+
+from ..conf import MODE_NONE, MODES, WeftSettings, get_settings
+from ..exceptions import (
+    OwnershipMarkerCorruptError,
+    OwnershipMarkerDeletedError,
+    OwnershipModeMismatchError,
+    WeftConfigurationError,
+)
+from ..models import OwnershipMarker
+from .clock import as_aware, db_now
+
+logger = logging.getLogger("weft_django.ownership")
+
+SUPPORTED_VENDORS = ("postgresql", "sqlite", "mysql")
+
+
+@dataclass(frozen=True)
+class MarkerState:
+    mode: str
+    established_at: datetime
+    established_now: bool
+
+
+def check_capability(mode: str, *, using: str = "default") -> None:
+    """Gate 1: the database must give atomic conditional writes in transactions."""
+    connection = connections[using]
+    if connection.vendor not in SUPPORTED_VENDORS or not connection.features.supports_transactions:
+        raise WeftConfigurationError(
+            f"Ownership mode {mode!r} needs a database with atomic conditional writes in "
+            f"transactions, but {connection.vendor!r} (alias {using!r}) does not provide "
+            f"them. Use PostgreSQL or SQLite, or set WEFT['OWNERSHIP'] = 'none' for a "
+            "single worker."
+        )
+
+
+def _table() -> str:
+    return OwnershipMarker._meta.db_table
+
+
+def read_marker(*, using: str = "default") -> MarkerState | None:
+    """The marker as stored, decoded; raises when it cannot be decoded."""
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quote('mode')}, {quote('established_at')} FROM {quote(_table())} WHERE id = 1"
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    raw_mode, raw_established = row
+    try:
+        established_at = as_aware(raw_established)
+    except (TypeError, ValueError, AttributeError):
+        established_at = None
+    if raw_mode not in MODES or established_at is None:
+        raise OwnershipMarkerCorruptError(
+            f"The ownership-mode marker (table {_table()}, id=1) cannot be decoded: "
+            f"mode={raw_mode!r}, established_at={raw_established!r}. weft_django never "
+            "overwrites it. To repair: stop every engine on this database, then run "
+            "'manage.py weft_marker --reset --mode <mode>' (or delete that row), and start "
+            "the engines again; the first one re-establishes the mode."
+        )
+    return MarkerState(raw_mode, established_at, established_now=False)
+
+
+def establish_or_match_marker(
+    mode: str, *, using: str = "default", engine_id: str = ""
+) -> MarkerState:
+    """Gate 2: insert the marker if absent (first engine wins), else match it."""
+    state = read_marker(using=using)
+    if state is None:
+        now = db_now(using)
+        try:
+            with transaction.atomic(using=using):
+                OwnershipMarker.objects.using(using).create(
+                    id=1, mode=mode, established_at=now, established_by=engine_id[:64]
+                )
+        except IntegrityError:
+            state = read_marker(using=using)
+            if state is None:
+                raise OwnershipMarkerDeletedError(
+                    "Lost the race to establish the ownership-mode marker, and the marker "
+                    "was gone when re-read: it was deleted concurrently. Make sure no "
+                    "operator or script is deleting it while engines start, then start "
+                    "this engine again."
+                ) from None
+        else:
+            logger.info("established ownership mode %r on database %r", mode, using)
+            return MarkerState(mode, now, established_now=True)
+    if state.mode != mode:
+        raise OwnershipModeMismatchError(mode, state.mode, state.established_at)
+    return state
+
+
+def run_boot_gates(
+    settings: WeftSettings | None = None, *, using: str = "default", engine_id: str = ""
+) -> MarkerState | None:
+    """All three gates, in order; returns the marker (None in mode ``none``)."""
+    settings = settings or get_settings()  # gate 3: raises on incoherent timing
+    if settings.ownership == MODE_NONE:
+        return None
+    check_capability(settings.ownership, using=using)
+    return establish_or_match_marker(settings.ownership, using=using, engine_id=engine_id)

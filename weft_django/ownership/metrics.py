@@ -1,0 +1,51 @@
+"""Prometheus metrics in weft_django's own registry. A workflow id is never a label."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+CLAIM_OUTCOMES = ("acquired", "takeover", "lost_race", "deposed", "backoff_skipped")
+
+claim_attempts = Counter(
+    "weft_workflow_claim_attempts_total",
+    "Claim attempts by outcome.",
+    ["outcome"],
+    registry=REGISTRY,
+)
+for _outcome in CLAIM_OUTCOMES:
+    claim_attempts.labels(outcome=_outcome)
+
+claims_active = Gauge(
+    "weft_workflow_claims_active",
+    "Claims held by the engines of this process.",
+    registry=REGISTRY,
+)
+
+renewal_failures = Counter(
+    "weft_workflow_claim_renewal_failures_total",
+    "Claims found lost, or renewal statements that failed, during renewal passes.",
+    registry=REGISTRY,
+)
+
+pass_outcomes = Counter(
+    "weft_pass_outcomes_total",
+    "Per-run outcomes of the renewal loop's passes.",
+    ["pass_name", "outcome"],
+    registry=REGISTRY,
+)
+
+pass_seconds = Histogram(
+    "weft_pass_duration_seconds",
+    "Wall time of each renewal-loop pass.",
+    ["pass_name"],
+    registry=REGISTRY,
+)
+
+turns = Counter(
+    "weft_workflow_turns_total",
+    "Workflow turns driven by this process, by how they ended.",
+    ["outcome"],
+    registry=REGISTRY,
+)
