@@ -1,12 +1,21 @@
-"""weft_django: durable workflows for Django with fenced per-workflow ownership."""
+"""weft_django: durable workflows for Django with fenced per-workflow ownership.
+
+``import weft_django as weft`` gives the public API of DESIGN.md §2. The
+verbs that touch the database are loaded on first use, so importing the
+package (as Django does while loading apps) never imports models.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import (
     EngineDeposedError,
     NonDeterminismError,
     OwnershipModeMismatchError,
     PayloadError,
+    QueryError,
+    StepFailedError,
     UpdateRejectedError,
     UpdateTimeoutError,
     WaitTimeoutError,
@@ -21,12 +30,57 @@ from .exceptions import (
     WorkflowNotRegisteredError,
     WorkflowTerminalError,
 )
+from .runtime.context import ChildHandle, Context, RetryPolicy
+from .runtime.registry import workflow
+
+if TYPE_CHECKING:
+    from .api import (
+        WorkflowDescription,
+        WorkflowHandle,
+        cancel,
+        describe,
+        get_handle,
+        purge,
+        result,
+        resume,
+        signal,
+        start,
+        suspend,
+    )
+
+_API = {
+    "WorkflowDescription",
+    "WorkflowHandle",
+    "cancel",
+    "describe",
+    "get_handle",
+    "purge",
+    "result",
+    "resume",
+    "signal",
+    "start",
+    "suspend",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'weft_django' has no attribute {name!r}")
+
 
 __all__ = [
+    "ChildHandle",
+    "Context",
     "EngineDeposedError",
     "NonDeterminismError",
     "OwnershipModeMismatchError",
     "PayloadError",
+    "QueryError",
+    "RetryPolicy",
+    "StepFailedError",
     "UpdateRejectedError",
     "UpdateTimeoutError",
     "WaitTimeoutError",
@@ -36,8 +90,20 @@ __all__ = [
     "WorkflowAlreadyExistsError",
     "WorkflowCancelledError",
     "WorkflowClaimUnavailableError",
+    "WorkflowDescription",
     "WorkflowFailedError",
+    "WorkflowHandle",
     "WorkflowNotFoundError",
     "WorkflowNotRegisteredError",
     "WorkflowTerminalError",
+    "cancel",
+    "describe",
+    "get_handle",
+    "purge",
+    "result",
+    "resume",
+    "signal",
+    "start",
+    "suspend",
+    "workflow",
 ]

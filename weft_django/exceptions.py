@@ -175,3 +175,21 @@ def warn(warning: Warning) -> None:
         # A filter turned warnings into errors ("-W error"): the engine must not
         # stop because of that; the warning has been logged above.
         pass
+
+
+class StepFailedError(WeftError):
+    """A ``ctx.step`` exhausted its retries; raised live and on replay alike.
+
+    The original exception's type name and message are kept as fields (never
+    the exception object itself, which could not be replayed faithfully).
+    """
+
+    def __init__(self, step_name: str, error_type: str, message: str) -> None:
+        self.step_name = step_name
+        self.error_type = error_type
+        self.message = message
+        super().__init__(f"Step {step_name!r} failed: {error_type}: {message}")
+
+
+class QueryError(WeftError):
+    """A query could not be answered (unknown name, pending run, handler raised)."""

@@ -1,0 +1,75 @@
+"""Example workflows, autodiscovered by weft_django: run ``bin/demo`` to watch them.
+
+Step functions run once and log with a plain logger; the workflow bodies log
+through ``ctx.logger``, which stays quiet while a run replays its history.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import weft_django as weft
+from weft_django import Context, RetryPolicy, WaitTimeoutError
+
+logger = logging.getLogger("weft_django.demo")
+
+
+def reserve_stock(order_id: int) -> dict:
+    logger.info("order %s: stock reserved", order_id)
+    return {"order_id": order_id, "reserved": True}
+
+
+def charge_card(order_id: int, amount: float) -> str:
+    logger.info("order %s: charged %.2f", order_id, amount)
+    return f"charge-{order_id}"
+
+
+def ship(order_id: int) -> str:
+    logger.info("order %s: shipped", order_id)
+    return f"parcel-{order_id}"
+
+
+@weft.workflow(name="orders.fulfil_order")
+def fulfil_order(ctx: Context, order_id: int, amount: float = 10.0) -> dict:
+    """Reserve, charge, wait a moment (a durable timer), ship."""
+    ctx.step(reserve_stock, order_id)
+    charge = ctx.step(charge_card, order_id, amount, retry=RetryPolicy(max_attempts=3))
+    ctx.sleep(timedelta(seconds=2))
+    parcel = ctx.step(ship, order_id)
+    ctx.logger.info("order %s: done", order_id)
+    return {"order_id": order_id, "charge": charge, "parcel": parcel}
+
+
+@weft.workflow(name="orders.approve_order")
+def approve_order(ctx: Context, order_id: int) -> dict:
+    """Wait for a ``decision`` signal (sent by ``orders.approver``), then fulfil as a child."""
+    ctx.step(reserve_stock, order_id)
+    ctx.logger.info("order %s: waiting for a decision", order_id)
+    try:
+        decision = ctx.wait_for_signal("decision", timeout=timedelta(minutes=10))
+    except WaitTimeoutError:
+        ctx.logger.info("order %s: no decision, expired", order_id)
+        return {"order_id": order_id, "status": "expired"}
+    ctx.logger.info("order %s: decision %s", order_id, decision["status"])
+    if decision["status"] != "approved":
+        return {"order_id": order_id, "status": decision["status"]}
+    child = ctx.start_child(
+        "orders.fulfil_order", order_id, workflow_id=f"{ctx.workflow_id}/fulfil"
+    )
+    return {"order_id": order_id, "status": "approved", "fulfilment": child.result()}
+
+
+def send_decision(workflow_id: str, status: str) -> None:
+    weft.signal(workflow_id, "decision", {"status": status}, signal_id=f"decision-{workflow_id}")
+    logger.info("approver: %s -> %s", workflow_id, status)
+
+
+@weft.workflow(name="orders.approver")
+def approver(ctx: Context, workflow_ids: list[str]) -> int:
+    """Approve each order a second apart: signals sent from inside a workflow step."""
+    for index, workflow_id in enumerate(workflow_ids):
+        ctx.sleep(1)
+        status = "approved" if index % 3 != 2 else "rejected"
+        ctx.step(send_decision, workflow_id, status, name=f"decide:{workflow_id}")
+    return len(workflow_ids)

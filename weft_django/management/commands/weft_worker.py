@@ -1,0 +1,68 @@
+"""``manage.py weft_worker``: a thin wrapper over :class:`weft_django.worker.Worker`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from weft_django.exceptions import WeftConfigurationError, WeftError
+from weft_django.worker import Worker
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a weft engine: claim workflow runs, drive them, renew claims, reclaim the "
+        "runs of crashed workers and deliver signals. Stop with SIGTERM or Ctrl-C."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--concurrency", type=int, default=4, help="executor threads")
+        parser.add_argument(
+            "--once",
+            "--burst",
+            action="store_true",
+            dest="once",
+            help="run until no work is left, then exit 0",
+        )
+        parser.add_argument("--metrics-port", type=int, default=None, help="serve /metrics")
+        parser.add_argument(
+            "--log-level",
+            default=None,
+            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+            help="level of the weft_django loggers",
+        )
+        parser.add_argument(
+            "--shutdown-grace",
+            type=float,
+            default=30.0,
+            help="seconds in-flight turns get to finish at shutdown",
+        )
+        parser.add_argument(
+            "--status-interval", type=float, default=60.0, help="seconds between status lines"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["log_level"]:
+            logger = logging.getLogger("weft_django")
+            logger.setLevel(options["log_level"])
+            if not logger.handlers and not logging.getLogger().handlers:
+                logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if options["concurrency"] < 1:
+            raise CommandError("--concurrency must be at least 1")
+        try:
+            worker = Worker(
+                concurrency=options["concurrency"],
+                once=options["once"],
+                metrics_port=options["metrics_port"],
+                shutdown_grace=options["shutdown_grace"],
+                status_interval=options["status_interval"],
+            )
+            worker.run()
+        except WeftConfigurationError as exc:
+            raise CommandError(
+                f"weft_worker cannot start: {exc} Nothing was written to the database."
+            ) from exc
+        except WeftError as exc:
+            raise CommandError(f"weft_worker stopped: {exc}") from exc

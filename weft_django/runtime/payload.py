@@ -1,0 +1,48 @@
+"""JSON payloads: Django's encoder, a size limit, and a typed error naming the culprit.
+
+Every value that crosses into the database (arguments, step results, signal
+and update payloads, results) goes through :func:`encode`. The value handed
+back is the JSON round-trip of the input, so a first execution sees exactly
+what a replay will see. No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from ..conf import get_settings
+from ..exceptions import PayloadError
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"), allow_nan=False)
+
+
+def encode(value: Any, what: str, *, max_bytes: int | None = None) -> Any:
+    """Validate ``value`` as a JSON payload and return its JSON round-trip."""
+    try:
+        text = dumps(value)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise PayloadError(what, f"not JSON-serialisable ({exc})") from None
+    limit = get_settings().max_payload_bytes if max_bytes is None else max_bytes
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise PayloadError(
+            what, f"{size} bytes of JSON is over WEFT['MAX_PAYLOAD_BYTES'] ({limit})"
+        )
+    return json.loads(text)
+
+
+def error_info(exc: BaseException, *, with_traceback: bool = True) -> dict[str, Any]:
+    """A JSON description of an exception (type name, message, traceback)."""
+    import traceback
+
+    info: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)[:4000]}
+    if with_traceback:
+        info["traceback"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[
+            -8000:
+        ]
+    return info

@@ -1,0 +1,295 @@
+"""One turn of one run: every write it makes, each through the fenced-write helper.
+
+A :class:`Turn` is the database side of a :class:`~.context.Context`: it
+commits recorded events, consumes signals, starts children, parks the run
+and commits its terminal state (releasing the claim and waking the parent
+in the same transaction). A lost fence or a database error becomes
+:class:`~.context.Abandon`, which user code cannot swallow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+
+from ..conf import MODE_WORKFLOW_LEASE
+from ..exceptions import EngineDeposedError
+from ..models import (
+    TERMINAL_STATUSES,
+    RunStatus,
+    WorkflowEvent,
+    WorkflowRun,
+    WorkflowSignal,
+)
+from ..notify import notify
+from ..ownership.claims import release_statement
+from ..ownership.fence import fenced
+from .context import Abandon, Event
+from .payload import encode
+from .registry import WorkflowDefinition
+
+if TYPE_CHECKING:
+    from .engine import WorkflowEngine
+
+
+class _UserError(Exception):
+    """Carries an exception raised by user code out of a rolled-back transaction."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+class Turn:
+    def __init__(
+        self,
+        engine: WorkflowEngine,
+        run: dict[str, Any],
+        definition: WorkflowDefinition,
+        epoch: int,
+    ) -> None:
+        self.engine = engine
+        self.using = engine.using
+        self.run_id: str = run["id"]
+        self.parent_id: str = run.get("parent_id") or ""
+        self.status: str = run["status"]
+        self.timeout_at: datetime | None = run.get("timeout_at")
+        self.definition = definition
+        self.epoch = epoch
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self.engine.now()
+
+    def pause(self, seconds: float) -> None:
+        """Wait between step retries; a stopping engine abandons the turn instead."""
+        if seconds > 0 and self.engine.stopping.wait(seconds):
+            raise Abandon("stopping")
+
+    @contextmanager
+    def _fenced(self) -> Iterator[None]:
+        try:
+            with fenced(
+                self.run_id,
+                engine_id=self.engine.engine_id,
+                epoch=self.epoch,
+                mode=self.engine.mode,
+                using=self.using,
+            ):
+                yield
+        except EngineDeposedError as exc:
+            raise Abandon("deposed", exc) from exc
+        except _UserError:
+            raise
+        except DatabaseError as exc:
+            raise Abandon("database", exc) from exc
+
+    def _insert(self, events: list[Event]) -> None:
+        if not events:
+            return
+        WorkflowEvent.objects.using(self.using).bulk_create(
+            [
+                WorkflowEvent(
+                    run_id=self.run_id,
+                    seq=event.seq,
+                    kind=event.kind,
+                    name=event.name[:255],
+                    result=event.result,
+                    error=event.error,
+                    engine_id=self.engine.engine_id,
+                    epoch=self.epoch,
+                )
+                for event in events
+            ]
+        )
+
+    def _mark_running(self) -> None:
+        """The first write of a turn moves a pending/waiting run to running."""
+        if self.status == RunStatus.RUNNING:
+            return
+        now = self.now()
+        WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
+            status=RunStatus.RUNNING,
+            started_at=Coalesce(F("started_at"), now),
+            updated_at=now,
+            waiting_on=None,
+            wake_at=self.timeout_at,
+        )
+        self.status = RunStatus.RUNNING
+
+    # -- writes the context asks for ------------------------------------------------
+
+    def commit(self, events: list[Event]) -> None:
+        with self._fenced():
+            self._insert(events)
+            self._mark_running()
+
+    def commit_transactional(
+        self,
+        buffered: list[Event],
+        event: Event,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Run ``fn`` inside the fenced checkpoint transaction; both commit or neither."""
+        try:
+            with self._fenced():
+                try:
+                    with transaction.atomic(using=self.using):
+                        value = encode(fn(*args, **kwargs), f"result of step {event.name!r}")
+                except Exception as exc:
+                    raise _UserError(exc) from exc
+                # Re-check ownership after user code ran, right before the checkpoint.
+                with fenced(
+                    self.run_id,
+                    engine_id=self.engine.engine_id,
+                    epoch=self.epoch,
+                    mode=self.engine.mode,
+                    using=self.using,
+                ):
+                    event.result = value
+                    self._insert([*buffered, event])
+                    self._mark_running()
+        except _UserError as wrapped:
+            raise wrapped.original from None
+        return value
+
+    def consume_signal(self, name: str, pending: list[Event], seq: int) -> Event | None:
+        signals = WorkflowSignal.objects.using(self.using)
+        for _attempt in range(5):
+            with self._fenced():
+                row = (
+                    signals.filter(run_id=self.run_id, name=name, consumed_at__isnull=True)
+                    .order_by("id")
+                    .values_list("id", "payload")
+                    .first()
+                )
+                if row is None:
+                    return None
+                signal_pk, payload = row
+                taken = signals.filter(pk=signal_pk, consumed_at__isnull=True).update(
+                    consumed_at=self.now(), consumed_seq=seq
+                )
+                if taken == 1:
+                    event = Event(seq, "signal", name, payload)
+                    self._insert([*pending, event])
+                    self._mark_running()
+                    return event
+        return None
+
+    def child_outcome(self, child_id: str, pending: list[Event], seq: int) -> Event | None:
+        row = (
+            WorkflowRun.objects.using(self.using)
+            .filter(pk=child_id)
+            .values_list("status", "result", "error")
+            .first()
+        )
+        if row is None:
+            outcome: dict[str, Any] = {
+                "status": "failed",
+                "error": {"type": "WorkflowNotFoundError", "message": f"{child_id} was purged"},
+            }
+        elif row[0] in TERMINAL_STATUSES:
+            outcome = {"status": row[0], "result": row[1], "error": row[2]}
+        else:
+            return None
+        event = Event(seq, "child_result", child_id, outcome)
+        self.commit([*pending, event])
+        return event
+
+    def start_child(
+        self,
+        buffered: list[Event],
+        event: Event,
+        definition: WorkflowDefinition,
+        child_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> bool:
+        """Create the child run with this run's event; False when the id was taken."""
+        from ..api import new_run
+
+        encoded_args = encode(list(args), f"arguments of child {child_id!r}")
+        encoded_kwargs = encode(dict(kwargs), f"keyword arguments of child {child_id!r}")
+        exists = False
+        with self._fenced():
+            try:
+                with transaction.atomic(using=self.using):
+                    new_run(
+                        definition,
+                        child_id,
+                        encoded_args,
+                        encoded_kwargs,
+                        parent_id=self.run_id,
+                        now=self.now(),
+                        using=self.using,
+                    )
+            except IntegrityError:
+                exists = True
+                event.error = {"type": "WorkflowAlreadyExistsError", "message": child_id}
+            self._insert([*buffered, event])
+            self._mark_running()
+        if exists:
+            return False
+        notify(child_id, using=self.using)
+        return True
+
+    # -- how the turn ends ------------------------------------------------------------
+
+    def park(
+        self, events: list[Event], waiting_on: dict[str, Any], wake_at: datetime | None
+    ) -> None:
+        if self.timeout_at is not None and (wake_at is None or self.timeout_at < wake_at):
+            wake_at = self.timeout_at
+        with self._fenced():
+            self._insert(events)
+            WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
+                status=RunStatus.WAITING,
+                waiting_on=waiting_on,
+                wake_at=wake_at,
+                updated_at=self.now(),
+                started_at=Coalesce(F("started_at"), self.now()),
+            )
+        self.status = RunStatus.WAITING
+
+    def finish(
+        self,
+        events: list[Event],
+        status: str,
+        *,
+        result: Any = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        """Commit a terminal (or suspended) state; release the claim in the same txn."""
+        now = self.now()
+        with self._fenced():
+            self._insert(events)
+            WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
+                status=status,
+                result=result,
+                error=error,
+                waiting_on=None,
+                wake_at=None,
+                wake_hint_at=None,
+                updated_at=now,
+                started_at=Coalesce(F("started_at"), now),
+                finished_at=None if status == RunStatus.SUSPENDED else now,
+            )
+            if self.engine.mode == MODE_WORKFLOW_LEASE or self.engine.claims_in_use:
+                release_statement(self.using, self.run_id, self.engine.engine_id, self.epoch)
+            if self.parent_id and status != RunStatus.SUSPENDED:
+                WorkflowRun.objects.using(self.using).filter(pk=self.parent_id).update(
+                    wake_hint_at=now
+                )
+        self.engine.claims.forget(self.run_id)
+        self.status = status
+        if self.parent_id and status != RunStatus.SUSPENDED:
+            notify(self.parent_id, using=self.using)
