@@ -30,7 +30,7 @@ from .exceptions import (
     WorkflowNotRegisteredError,
     WorkflowTerminalError,
 )
-from .runtime.context import ChildHandle, Context, RetryPolicy
+from .runtime.context import ChildHandle, Context, RetryPolicy, Update
 from .runtime.registry import workflow
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         start,
         suspend,
     )
+    from .updates import query, update
 
 _API = {
     "WorkflowDescription",
@@ -68,6 +69,10 @@ def __getattr__(name: str) -> Any:
         from . import api
 
         return getattr(api, name)
+    if name in ("update", "query"):
+        from . import updates
+
+        return getattr(updates, name)
     raise AttributeError(f"module 'weft_django' has no attribute {name!r}")
 
 
@@ -81,6 +86,7 @@ __all__ = [
     "QueryError",
     "RetryPolicy",
     "StepFailedError",
+    "Update",
     "UpdateRejectedError",
     "UpdateTimeoutError",
     "WaitTimeoutError",
@@ -100,10 +106,12 @@ __all__ = [
     "describe",
     "get_handle",
     "purge",
+    "query",
     "result",
     "resume",
     "signal",
     "start",
     "suspend",
+    "update",
     "workflow",
 ]

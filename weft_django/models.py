@@ -260,6 +260,7 @@ class WorkflowSignal(models.Model):
 
 class UpdateStatus(models.TextChoices):
     PENDING = "pending", _("pending")
+    DELIVERED = "delivered", _("delivered to wait_for_update")
     APPLIED = "applied", _("applied")
     REJECTED = "rejected", _("rejected")
     FAILED = "failed", _("failed")

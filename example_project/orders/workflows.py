@@ -73,3 +73,26 @@ def approver(ctx: Context, workflow_ids: list[str]) -> int:
         status = "approved" if index % 3 != 2 else "rejected"
         ctx.step(send_decision, workflow_id, status, name=f"decide:{workflow_id}")
     return len(workflow_ids)
+
+
+@weft.workflow(name="orders.cart")
+def cart(ctx: Context, customer: str) -> dict:
+    """A shopping cart: items arrive as updates, ``total`` is a query, checkout is a signal."""
+    items: list[dict] = []
+
+    def check_item(item: dict) -> None:
+        if not isinstance(item, dict) or item.get("qty", 0) <= 0:
+            raise ValueError("an item needs a positive 'qty'")
+
+    @ctx.on_update("add_item", validator=check_item)
+    def add_item(item: dict) -> int:
+        items.append(item)
+        return len(items)
+
+    @ctx.on_query("total")
+    def total() -> float:
+        return sum(item["qty"] * item.get("price", 0) for item in items)
+
+    ctx.wait_for_signal("checkout", timeout=timedelta(hours=1))
+    ctx.logger.info("cart of %s checked out with %d item(s)", customer, len(items))
+    return {"customer": customer, "items": items, "total": total()}

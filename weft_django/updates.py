@@ -1,0 +1,170 @@
+"""Caller side of updates and queries: ``weft.update`` and ``weft.query``.
+
+An update is stored as a request row (deduplicated by ``update_id``), with a
+wake hint and a ``NOTIFY`` for the owner; the caller then waits for the
+response the owner writes when it applies the request at the run's next park
+point. Before storing, the caller replays the run read-only: if the handler
+is already registered and its validator rejects the payload, the caller gets
+``UpdateRejectedError`` and nothing is stored.
+
+A timed-out caller gets ``UpdateTimeoutError``: the request stays stored and
+may still be applied later; calling ``update`` again with the same
+``update_id`` returns its result. Responses are kept
+``WEFT["UPDATE_RESPONSE_TTL"]`` seconds, then deleted by the worker; after
+that an old ``update_id`` is a new request.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+
+from .conf import get_settings
+from .exceptions import (
+    QueryError,
+    UpdateRejectedError,
+    UpdateTimeoutError,
+    WorkflowNotFoundError,
+    WorkflowNotRegisteredError,
+    WorkflowTerminalError,
+)
+from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun
+from .notify import notify
+from .ownership.clock import db_now
+from .runtime.payload import encode
+from .runtime.query import replay_read_only, run_query
+
+USING = "default"
+
+
+def _prevalidate(workflow_id: str, name: str, payload: Any) -> None:
+    """Run the handler's validator now if the run has registered it already."""
+    try:
+        ctx, _run = replay_read_only(workflow_id, using=USING)
+    except (QueryError, WorkflowNotRegisteredError):
+        return  # pending, not replayable here: validated at delivery
+    handler = ctx._update_handlers.get(name)
+    if handler is None or handler.validator is None:
+        return
+    try:
+        handler.validator(payload)
+    except Exception as exc:
+        raise UpdateRejectedError("(not stored)", f"{type(exc).__name__}: {exc}") from None
+
+
+def update(
+    workflow_id: str,
+    name: str,
+    payload: Any = None,
+    *,
+    timeout: float = 30.0,
+    update_id: str | None = None,
+) -> Any:
+    """Send an update into a running workflow and return its handler's result."""
+    if not isinstance(name, str) or not name or len(name) > 255:
+        raise ValueError("update name must be a non-empty string of at most 255 characters")
+    if update_id is not None and (not isinstance(update_id, str) or not 0 < len(update_id) <= 255):
+        raise ValueError("update_id must be a non-empty string of at most 255 characters")
+    encoded = encode(payload, f"payload of update {name!r}")
+    status = (
+        WorkflowRun.objects.using(USING).filter(pk=workflow_id).values_list("status", flat=True)
+    ).first()
+    if status is None:
+        raise WorkflowNotFoundError(workflow_id)
+    existing = update_id is not None and (
+        UpdateRequest.objects.using(USING).filter(run_id=workflow_id, update_id=update_id).exists()
+    )
+    if not existing:
+        if status in TERMINAL_STATUSES:
+            raise WorkflowTerminalError(workflow_id, status)
+        _prevalidate(workflow_id, name, encoded)
+        update_id = update_id or uuid.uuid4().hex
+        with transaction.atomic(using=USING):
+            now = db_now(USING)
+            hinted = (
+                WorkflowRun.objects.using(USING)
+                .filter(pk=workflow_id)
+                .exclude(status__in=TERMINAL_STATUSES)
+                .update(wake_hint_at=now)
+            )
+            if hinted != 1:
+                raise WorkflowTerminalError(workflow_id, _status(workflow_id))
+            UpdateRequest.objects.using(USING).bulk_create(
+                [
+                    UpdateRequest(
+                        run_id=workflow_id,
+                        update_id=update_id,
+                        name=name,
+                        payload=encoded,
+                        created_at=now,
+                    )
+                ],
+                ignore_conflicts=True,
+            )
+            notify(workflow_id, using=USING)
+    return wait_for_response(workflow_id, str(update_id), timeout=timeout)
+
+
+def _status(workflow_id: str) -> str:
+    status = (
+        WorkflowRun.objects.using(USING).filter(pk=workflow_id).values_list("status", flat=True)
+    ).first()
+    if status is None:
+        raise WorkflowNotFoundError(workflow_id)
+    return status
+
+
+def wait_for_response(workflow_id: str, update_id: str, *, timeout: float) -> Any:
+    deadline = time.monotonic() + max(timeout, 0.0)
+    delay = 0.005
+    while True:
+        row = (
+            UpdateRequest.objects.using(USING)
+            .filter(run_id=workflow_id, update_id=update_id)
+            .values_list("status", "response", "error", "run__status")
+            .first()
+        )
+        if row is None:
+            raise WorkflowNotFoundError(workflow_id)
+        status, response, error, run_status = row
+        if status == UpdateStatus.APPLIED:
+            return response
+        if status in (UpdateStatus.REJECTED, UpdateStatus.FAILED):
+            message = (error or {}).get("message", status)
+            raise UpdateRejectedError(update_id, message)
+        if run_status in TERMINAL_STATUSES:
+            raise WorkflowTerminalError(workflow_id, run_status)
+        now = time.monotonic()
+        if now >= deadline:
+            raise UpdateTimeoutError(update_id)
+        time.sleep(min(delay, deadline - now))
+        delay = min(delay * 1.5, 0.1)
+
+
+def query(workflow_id: str, name: str, *args: Any) -> Any:
+    """Answer a query by replaying the run's history read-only, in this process."""
+    try:
+        return run_query(workflow_id, name, *args, using=USING)
+    except WorkflowNotRegisteredError as exc:
+        raise QueryError(f"Cannot answer {name!r} for {workflow_id!r}: {exc}") from exc
+
+
+def purge_expired_updates(*, using: str = USING) -> int:
+    """Delete answered requests whose response is past ``UPDATE_RESPONSE_TTL``."""
+    now = db_now(using)
+    deleted, _ = (
+        UpdateRequest.objects.using(using)
+        .exclude(status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED))
+        .filter(expires_at__lt=now)
+        .delete()
+    )
+    return deleted
+
+
+def response_expiry(now: Any) -> Any:
+    return now + timedelta(seconds=get_settings().update_response_ttl)
+
