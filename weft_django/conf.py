@@ -8,6 +8,7 @@ Durations accept seconds (int/float) or a ``timedelta``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -96,14 +97,27 @@ def _raw() -> dict[str, Any]:
     return value
 
 
+# Longer durations could not be added to a timestamp (datetime overflows past
+# year 9999); nothing in weft needs more than a century.
+MAX_DURATION_SECONDS = 100 * 365 * 24 * 3600.0
+
+
 def _seconds(value: Any) -> float | None:
+    """Seconds of a duration setting, or None when it is not a usable duration."""
     if isinstance(value, bool):
         return None
     if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            return None
+    else:
+        return None
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_SECONDS:
+        return None
+    return seconds
 
 
 def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
@@ -113,7 +127,7 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     except WeftConfigurationError as exc:
         return [Problem("weft.E001", str(exc), "Set WEFT = {...} in your settings.")]
     found: list[Problem] = []
-    unknown = sorted(set(raw) - set(DEFAULTS))
+    unknown = sorted(str(key) for key in raw if key not in DEFAULTS)
     if unknown:
         found.append(
             Problem(
@@ -135,12 +149,12 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     durations: dict[str, float] = {}
     for key in DURATION_KEYS:
         seconds = _seconds(merged[key])
-        if seconds is None or seconds != seconds or seconds <= 0:
+        if seconds is None or seconds <= 0:
             found.append(
                 Problem(
                     "weft.E004",
-                    f"WEFT[{key!r}] must be a positive number of seconds or a timedelta, "
-                    f"got {merged[key]!r}.",
+                    f"WEFT[{key!r}] must be a positive, finite number of seconds (at most "
+                    f"100 years) or a timedelta, got {merged[key]!r}.",
                     f"Set WEFT[{key!r}] to e.g. {DEFAULTS[key]!r}.",
                 )
             )
@@ -195,11 +209,11 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
 
 def get_settings() -> WeftSettings:
     """Validated settings; raises :class:`WeftConfigurationError` when invalid."""
-    raw = _raw()
-    found = problems(raw)
+    found = problems()  # reads settings.WEFT itself, so a non-dict is E001 too
     if found:
         lines = "; ".join(f"{p.msg} ({p.id}; hint: {p.hint})" for p in found)
         raise WeftConfigurationError(f"Invalid WEFT settings: {lines}")
+    raw = _raw()
     merged = {**DEFAULTS, **raw}
     return WeftSettings(
         ownership=merged["OWNERSHIP"],

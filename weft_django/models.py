@@ -178,6 +178,7 @@ class WorkflowRun(models.Model):
         ordering = ["-created_at"]
         verbose_name = _("workflow run")
         indexes = [
+            models.Index(fields=["-created_at"], name="weft_run_created_idx"),
             models.Index(
                 fields=["status", "start_at", "created_at"],
                 name="weft_run_active_idx",
@@ -217,7 +218,7 @@ class WorkflowEvent(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["run", "seq"]
+        ordering = ["run_id", "seq"]
         verbose_name = _("workflow event")
         constraints = [
             models.UniqueConstraint(fields=["run", "seq"], name="weft_event_run_seq_uniq"),
@@ -239,7 +240,7 @@ class WorkflowSignal(models.Model):
     consumed_seq = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "id"]
+        ordering = ["run_id", "id"]
         verbose_name = _("workflow signal")
         constraints = [
             models.UniqueConstraint(
@@ -284,7 +285,7 @@ class UpdateRequest(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
-        ordering = ["run", "id"]
+        ordering = ["run_id", "id"]
         verbose_name = _("update request")
         constraints = [
             models.UniqueConstraint(

@@ -1,0 +1,210 @@
+"""System checks: every problem with ``settings.WEFT`` is a ``weft.E00x`` error with a hint."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+CONF_IDS = {f"weft.E00{n}" for n in range(1, 9)}
+DURATION_KEYS = (
+    "CLAIM_TTL",
+    "CLAIM_RENEW_INTERVAL",
+    "LEASE_TTL",
+    "LEASE_RENEW_INTERVAL",
+    "TICK_INTERVAL",
+    "UPDATE_RESPONSE_TTL",
+)
+BAD_DURATIONS = [
+    0,
+    0.0,
+    -1,
+    -0.5,
+    "30",
+    None,
+    [30],
+    math.nan,
+    math.inf,
+    -math.inf,
+    True,
+    False,
+    timedelta(0),
+    timedelta(seconds=-5),
+    10**400,
+    1e300,
+    timedelta(days=999_999_999),
+]
+
+
+def weft_errors(**kwargs: Any) -> list[checks.CheckMessage]:
+    return [m for m in checks.run_checks(tags=["weft"], **kwargs) if m.id in CONF_IDS]
+
+
+def ids(messages: list[checks.CheckMessage]) -> list[str]:
+    return sorted(m.id for m in messages)
+
+
+@pytest.fixture
+def weft(settings: Any) -> Any:
+    """Set ``settings.WEFT`` to exactly the given dict (or any other value)."""
+
+    def apply(value: Any) -> None:
+        settings.WEFT = value
+
+    return apply
+
+
+def test_weft_is_a_registered_check_tag() -> None:
+    assert checks.tag_exists("weft")
+
+
+def test_example_settings_are_valid() -> None:
+    assert weft_errors() == []
+
+
+def test_absent_or_empty_settings_are_valid(settings: Any, weft: Any) -> None:
+    weft({})
+    assert weft_errors() == []
+    del settings.WEFT
+    assert weft_errors() == []
+
+
+def test_timedeltas_and_ints_are_accepted(weft: Any) -> None:
+    weft(
+        {
+            "CLAIM_TTL": timedelta(minutes=1),
+            "CLAIM_RENEW_INTERVAL": timedelta(seconds=10),
+            "LEASE_TTL": 60,
+            "LEASE_RENEW_INTERVAL": 20,  # exactly TTL / 3: allowed
+            "TICK_INTERVAL": timedelta(milliseconds=100),
+            "UPDATE_RESPONSE_TTL": 600,
+            "MAX_PAYLOAD_BYTES": 1024,
+            "NOTIFY": False,
+            "OWNERSHIP": "lease",
+        }
+    )
+    assert weft_errors() == []
+
+
+@pytest.mark.parametrize("value", ["workflow-lease", ["OWNERSHIP"], 42, ("a", 1)])
+def test_e001_not_a_dict(weft: Any, value: Any) -> None:
+    weft(value)
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E001"]
+    assert "must be a dict" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    "value", [{"CLAIM_TTLL": 30}, {"claim_ttl": 30}, {1: 2}, {"OWNERSHIP": "lease", "X": 1}]
+)
+def test_e002_unknown_keys(weft: Any, value: dict[Any, Any]) -> None:
+    weft(value)
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E002"]
+    for key in value:
+        if key != "OWNERSHIP":
+            assert str(key) in errors[0].msg
+    assert "CLAIM_RENEW_INTERVAL" in errors[0].hint  # lists the valid keys
+
+
+@pytest.mark.parametrize("mode", ["workflow_lease", "LEASE", "", None, ["lease"], 1])
+def test_e003_unknown_mode(weft: Any, mode: Any) -> None:
+    weft({"OWNERSHIP": mode})
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E003"]
+    assert "'workflow-lease'" in errors[0].hint and "'none'" in errors[0].hint
+
+
+@pytest.mark.parametrize("key", DURATION_KEYS)
+@pytest.mark.parametrize("value", BAD_DURATIONS, ids=repr)
+def test_e004_bad_durations(weft: Any, key: str, value: Any) -> None:
+    weft({key: value})
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E004"]
+    assert key in errors[0].msg
+    assert key in errors[0].hint
+
+
+@pytest.mark.parametrize("prefix", ["CLAIM", "LEASE"])
+@pytest.mark.parametrize(("ttl", "renew"), [(5, 5), (5, 10), (timedelta(seconds=3), 3.0)])
+def test_e005_renew_not_shorter_than_ttl(weft: Any, prefix: str, ttl: Any, renew: Any) -> None:
+    weft({f"{prefix}_TTL": ttl, f"{prefix}_RENEW_INTERVAL": renew})
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E005"]  # never also E006 for the same pair
+    assert f"{prefix}_RENEW_INTERVAL" in errors[0].msg and f"{prefix}_TTL" in errors[0].msg
+    assert errors[0].hint
+
+
+@pytest.mark.parametrize("prefix", ["CLAIM", "LEASE"])
+@pytest.mark.parametrize(("ttl", "renew"), [(10, 4), (11.999, 4), (6, 2.5)])
+def test_e006_ttl_under_three_renewals(weft: Any, prefix: str, ttl: float, renew: float) -> None:
+    weft({f"{prefix}_TTL": ttl, f"{prefix}_RENEW_INTERVAL": renew})
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E006"]
+    assert "3 x" in errors[0].msg
+    assert f"{3 * renew:g}" in errors[0].hint
+
+
+@pytest.mark.parametrize("prefix", ["CLAIM", "LEASE"])
+def test_ttl_exactly_three_renewals_is_fine(weft: Any, prefix: str) -> None:
+    weft({f"{prefix}_TTL": 12, f"{prefix}_RENEW_INTERVAL": 4})
+    assert weft_errors() == []
+
+
+def test_timing_pair_is_not_judged_when_a_duration_is_invalid(weft: Any) -> None:
+    weft({"CLAIM_TTL": -1, "CLAIM_RENEW_INTERVAL": 5})
+    assert ids(weft_errors()) == ["weft.E004"]
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, 262144.0, "262144", None, True, False])
+def test_e007_bad_payload_limit(weft: Any, size: Any) -> None:
+    weft({"MAX_PAYLOAD_BYTES": size})
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E007"]
+    assert "262144" in errors[0].hint
+
+
+@pytest.mark.parametrize("notify", ["yes", "true", 1, 0, None])
+def test_e008_notify_not_bool(weft: Any, notify: Any) -> None:
+    weft({"NOTIFY": notify})
+    errors = weft_errors()
+    assert ids(errors) == ["weft.E008"]
+    assert "NOTIFY" in errors[0].hint
+
+
+def test_every_problem_is_reported_at_once(weft: Any) -> None:
+    weft(
+        {
+            "BOGUS": 1,
+            "OWNERSHIP": "maybe",
+            "TICK_INTERVAL": 0,
+            "CLAIM_TTL": 5,
+            "CLAIM_RENEW_INTERVAL": 5,
+            "LEASE_TTL": 10,
+            "LEASE_RENEW_INTERVAL": 4,
+            "MAX_PAYLOAD_BYTES": -1,
+            "NOTIFY": "no",
+        }
+    )
+    errors = weft_errors()
+    assert ids(errors) == [f"weft.E00{n}" for n in range(2, 9)]
+    for message in errors:
+        assert isinstance(message, checks.Error)
+        assert message.level == checks.ERROR
+        assert message.hint
+        assert message.is_serious()
+
+
+def test_manage_py_check_fails_on_invalid_settings(weft: Any) -> None:
+    weft({"OWNERSHIP": "maybe"})
+    with pytest.raises(SystemCheckError, match=r"weft\.E003"):
+        call_command("check")
+
+
+def test_manage_py_check_passes_on_valid_settings() -> None:
+    call_command("check", tags=["weft"])

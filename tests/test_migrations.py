@@ -1,0 +1,136 @@
+"""Migrations are complete, and the constraints the protocol relies on are in the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tests.factories import (
+    ClaimFactory,
+    EngineFactory,
+    GlobalLeaseFactory,
+    OwnershipMarkerFactory,
+    UpdateRequestFactory,
+    WorkflowEventFactory,
+    WorkflowRunFactory,
+    WorkflowSignalFactory,
+)
+from weft_django.models import Claim, GlobalLease, OwnershipMarker
+
+
+def test_makemigrations_is_clean(db: None) -> None:
+    out = StringIO()
+    try:
+        call_command("makemigrations", "--check", "--dry-run", stdout=out, stderr=out)
+    except SystemExit as exc:  # pragma: no cover - the failure path
+        pytest.fail(f"models have changes without a migration:\n{out.getvalue()} ({exc})")
+    assert "No changes detected" in out.getvalue()
+
+
+def test_migrations_are_named(db: None) -> None:
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    names = [name for app, name in loader.disk_migrations if app == "weft_django"]
+    assert names
+    assert not [name for name in names if "auto_" in name]
+
+
+def raises_integrity_error(action: Callable[[], Any]) -> None:
+    with pytest.raises(IntegrityError), transaction.atomic():
+        action()
+
+
+@pytest.mark.django_db
+class TestConstraints:
+    def test_ownership_marker_is_a_singleton(self) -> None:
+        OwnershipMarkerFactory()
+        raises_integrity_error(
+            lambda: OwnershipMarker.objects.create(
+                id=2, mode="lease", established_at=timezone.now()
+            )
+        )
+        raises_integrity_error(
+            lambda: OwnershipMarker.objects.create(
+                id=1, mode="lease", established_at=timezone.now()
+            )
+        )
+        assert OwnershipMarker.objects.count() == 1
+
+    def test_marker_id_must_be_one_even_when_absent(self) -> None:
+        raises_integrity_error(
+            lambda: OwnershipMarker.objects.create(
+                id=2, mode="lease", established_at=timezone.now()
+            )
+        )
+
+    def test_global_lease_is_a_singleton(self) -> None:
+        GlobalLeaseFactory()
+        raises_integrity_error(lambda: GlobalLease.objects.create(id=2))
+        raises_integrity_error(lambda: GlobalLease.objects.create(id=1))
+        assert GlobalLease.objects.count() == 1
+
+    def test_global_lease_epoch_is_not_negative(self) -> None:
+        raises_integrity_error(lambda: GlobalLease.objects.create(id=1, epoch=-1))
+
+    def test_event_seq_is_unique_per_run(self) -> None:
+        event = WorkflowEventFactory(seq=1)
+        WorkflowEventFactory(seq=1)  # another run: fine
+        raises_integrity_error(lambda: WorkflowEventFactory(run=event.run, seq=1))
+
+    def test_signal_id_is_unique_per_run(self) -> None:
+        signal = WorkflowSignalFactory(signal_id="s-1")
+        WorkflowSignalFactory(signal_id="s-1")  # another run: fine
+        raises_integrity_error(lambda: WorkflowSignalFactory(run=signal.run, signal_id="s-1"))
+
+    def test_update_id_is_unique_per_run(self) -> None:
+        update = UpdateRequestFactory(update_id="u-1")
+        UpdateRequestFactory(update_id="u-1")  # another run: fine
+        raises_integrity_error(lambda: UpdateRequestFactory(run=update.run, update_id="u-1"))
+
+    def test_claim_holder_needs_claimed_at(self) -> None:
+        engine = EngineFactory()
+        raises_integrity_error(
+            lambda: Claim.objects.create(workflow_id="wf-x", epoch=1, holder=engine)
+        )
+
+    def test_claimed_at_needs_a_holder(self) -> None:
+        raises_integrity_error(
+            lambda: Claim.objects.create(workflow_id="wf-y", epoch=1, claimed_at=timezone.now())
+        )
+
+    def test_held_claim_needs_a_positive_epoch(self) -> None:
+        engine = EngineFactory()
+        raises_integrity_error(
+            lambda: Claim.objects.create(
+                workflow_id="wf-z", epoch=0, holder=engine, claimed_at=timezone.now()
+            )
+        )
+
+    def test_claim_epoch_is_not_negative(self) -> None:
+        raises_integrity_error(lambda: Claim.objects.create(workflow_id="wf-n", epoch=-1))
+
+    def test_unheld_claim_with_epoch_zero_is_fine(self) -> None:
+        Claim.objects.create(workflow_id="wf-0", epoch=0)
+        ClaimFactory(unheld=True)
+        assert Claim.objects.filter(holder__isnull=True).count() == 2
+
+    def test_claim_survives_purging_its_run(self) -> None:
+        engine = EngineFactory()
+        run = WorkflowRunFactory(claim=engine, claim__epoch=5)
+        run_id = run.pk
+        run.delete()
+        assert Claim.objects.get(workflow_id=run_id).epoch == 5
+
+    def test_engine_with_claims_cannot_be_deleted(self) -> None:
+        from django.db.models import ProtectedError
+
+        claim = ClaimFactory()
+        with pytest.raises(ProtectedError):
+            claim.holder.delete()

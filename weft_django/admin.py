@@ -1,0 +1,586 @@
+"""Django admin: who holds what, read-only (DESIGN.md §8).
+
+Engine state (engines, claims, the ownership-mode marker, the global lease)
+and run history are written only by the engine; the admin shows them and
+never adds, changes or deletes a row. Every changelist is a constant number
+of queries: related rows come from ``select_related``, counts and owners from
+annotations, and lease states from one SQL expression judged against a single
+reading of the database clock per request (:mod:`weft_django.lease_state`).
+
+Changes to runs are admin actions on :class:`WorkflowRunAdmin` (cancel,
+suspend, resume, purge) that call the public API, gated by the ``operate``
+permission (``change_workflowrun``) and reported with ``message_user``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
+from django.db import models
+from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models.functions import Cast, Coalesce
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from .conf import get_settings
+from .exceptions import WeftConfigurationError, WeftError
+from .lease_state import (
+    LeaseState,
+    claim_grace,
+    cutoff,
+    global_lease_grace,
+    lease_state_expression,
+)
+from .models import (
+    Claim,
+    Engine,
+    GlobalLease,
+    OwnershipMarker,
+    UpdateRequest,
+    WorkflowEvent,
+    WorkflowRun,
+    WorkflowSignal,
+)
+from .ownership.clock import db_now
+from .ownership.gates import read_marker
+
+LEASE_STYLE: dict[str, tuple[str, str]] = {
+    LeaseState.LIVE: ("#2e7d32", "\u25cf"),  # green dot
+    LeaseState.EXPIRED: ("#c62828", "\u2716"),  # red cross
+    LeaseState.UNHELD: ("#757575", "\u25cb"),  # grey circle
+}
+
+
+def request_db_now(request: HttpRequest) -> datetime:
+    """The database clock, read once per request and reused by every column."""
+    now: datetime | None = getattr(request, "_weft_db_now", None)
+    if now is None:
+        now = db_now()
+        request._weft_db_now = now  # type: ignore[attr-defined]
+    return now
+
+
+def render_lease_state(state: str | None) -> str:
+    """A coloured icon and label; the CSS class names the state for scripts and tests."""
+    if state is None:
+        return "-"
+    colour, icon = LEASE_STYLE.get(state, ("inherit", "?"))
+    label = LeaseState(state).label if state in LeaseState.values else state
+    return format_html(
+        '<span class="weft-lease weft-lease-{}" style="color: {}; font-weight: bold">{} {}</span>',
+        state,
+        colour,
+        icon,
+        label,
+    )
+
+
+def precise(value: datetime | None) -> str:
+    """A timestamp to the second (Django's default format stops at minutes)."""
+    if value is None:
+        return "-"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def admin_link(model: type[models.Model], pk: Any, text: Any) -> str:
+    url = reverse(
+        f"admin:{model._meta.app_label}_{model._meta.model_name}_change", args=[quote(pk)]
+    )
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+def engine_label(engine_id: str | None, hostname: str | None) -> str:
+    if engine_id is None:
+        return "-"
+    return admin_link(Engine, engine_id, f"{engine_id} @ {hostname or '?'}")
+
+
+def compact_json(value: Any, limit: int = 80) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict) and "kind" in value:
+        detail = value.get("name") or value.get("until") or ""
+        text = f"{value['kind']}: {detail}" if detail else str(value["kind"])
+    else:
+        text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+class ReadOnlyAdminMixin:
+    """View only: no add, change or delete, and so no bulk delete action."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class LeaseStateFilter(admin.SimpleListFilter):
+    """Filter on a ``lease_state``-style annotation made by the admin's ``get_queryset``."""
+
+    title = _("lease state")
+    parameter_name = "lease_state"
+    annotation = "lease_state"
+    states: tuple[LeaseState, ...] = (LeaseState.LIVE, LeaseState.EXPIRED, LeaseState.UNHELD)
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [(state.value, state.label) for state in self.states]
+
+    def queryset(self, request: HttpRequest, queryset: models.QuerySet) -> models.QuerySet:
+        value = self.value()
+        if value in {state.value for state in self.states}:
+            return queryset.filter(**{self.annotation: value})
+        return queryset
+
+
+class EngineLeaseStateFilter(LeaseStateFilter):
+    states = (LeaseState.LIVE, LeaseState.EXPIRED)
+
+
+class OwnerLeaseStateFilter(LeaseStateFilter):
+    title = _("owner lease")
+    parameter_name = "owner_lease"
+    annotation = "owner_lease_state"
+
+
+# -- ownership state ---------------------------------------------------------------
+
+
+@admin.register(Engine)
+class EngineAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "hostname",
+        "pid",
+        "kind",
+        "ownership_mode",
+        "status",
+        "started_at",
+        "heartbeat",
+        "lease_expires",
+        "lease_state_display",
+        "claims_held_display",
+    )
+    list_filter = ("status", "kind", "ownership_mode", EngineLeaseStateFilter)
+    search_fields = ("id", "hostname")
+    readonly_fields = ("lease_state_display", "claims_held_display")
+    ordering = ("-started_at",)
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
+        cutoff_at = cutoff(request_db_now(request), claim_grace())
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                # A correlated COUNT rather than a JOIN + GROUP BY, so the
+                # changelist's COUNT(*) and the filter queries never touch claims.
+                claims_held=Coalesce(
+                    Subquery(
+                        Claim.objects.filter(holder=OuterRef("pk"))
+                        .order_by()
+                        .values("holder")
+                        .annotate(n=Count("*"))
+                        .values("n")
+                    ),
+                    0,
+                ),
+                lease_state=lease_state_expression("lease_expires_at", cutoff_at),
+            )
+        )
+
+    @admin.display(description=_("heartbeat"), ordering="heartbeat_at")
+    def heartbeat(self, obj: Engine) -> str:
+        return precise(obj.heartbeat_at)
+
+    @admin.display(description=_("lease expires"), ordering="lease_expires_at")
+    def lease_expires(self, obj: Engine) -> str:
+        return precise(obj.lease_expires_at)
+
+    @admin.display(description=_("lease"), ordering="lease_state")
+    def lease_state_display(self, obj: Engine) -> str:
+        return render_lease_state(getattr(obj, "lease_state", None))
+
+    @admin.display(description=_("claims held"), ordering="claims_held")
+    def claims_held_display(self, obj: Engine) -> str:
+        count = getattr(obj, "claims_held", 0)
+        url = reverse("admin:weft_django_claim_changelist")
+        query = urlencode({"holder__id__exact": obj.pk})
+        return format_html('<a href="{}?{}">{}</a>', url, query, count)
+
+
+@admin.register(Claim)
+class ClaimAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "workflow_id",
+        "run_display",
+        "epoch",
+        "holder_display",
+        "claimed",
+        "lease_state_display",
+        "holder_lease_expires_at",
+    )
+    list_filter = (LeaseStateFilter,)
+    search_fields = ("workflow_id", "holder__id", "holder__hostname")
+    readonly_fields = ("run_display", "lease_state_display", "holder_lease_expires_at")
+    show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
+        cutoff_at = cutoff(request_db_now(request), claim_grace())
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("holder")
+            .annotate(
+                lease_state=lease_state_expression(
+                    "holder__lease_expires_at", cutoff_at, held_field="holder"
+                ),
+                run_exists=Exists(WorkflowRun.objects.filter(pk=OuterRef("workflow_id"))),
+            )
+        )
+
+    @admin.display(description=_("run"))
+    def run_display(self, obj: Claim) -> str:
+        if getattr(obj, "run_exists", False):
+            return admin_link(WorkflowRun, obj.workflow_id, _("view run"))
+        return _("purged / none")
+
+    @admin.display(description=_("holder"), ordering="holder_id")
+    def holder_display(self, obj: Claim) -> str:
+        holder = obj.holder
+        return engine_label(holder.pk, holder.hostname) if holder else "-"
+
+    @admin.display(description=_("lease"), ordering="lease_state")
+    def lease_state_display(self, obj: Claim) -> str:
+        return render_lease_state(getattr(obj, "lease_state", None))
+
+    @admin.display(description=_("claimed at"), ordering="claimed_at")
+    def claimed(self, obj: Claim) -> str:
+        return precise(obj.claimed_at)
+
+    @admin.display(description=_("holder lease expires"), ordering="holder__lease_expires_at")
+    def holder_lease_expires_at(self, obj: Claim) -> str:
+        return precise(obj.holder.lease_expires_at if obj.holder else None)
+
+
+@admin.register(OwnershipMarker)
+class OwnershipMarkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The marker, shown even when it cannot be decoded (with the repair hint).
+
+    ``established_at`` is read as text, so an impossible timestamp stored on
+    SQLite (which the driver would fail to convert) still lists.
+    """
+
+    list_display = ("mode", "established", "established_by", "matches_configured_mode")
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
+        return (
+            super()
+            .get_queryset(request)
+            .defer("established_at")
+            .annotate(established_text=Cast("established_at", output_field=models.TextField()))
+        )
+
+    @admin.display(description=_("established at"), ordering="established_at")
+    def established(self, obj: OwnershipMarker) -> str:
+        text = getattr(obj, "established_text", None)
+        try:
+            parsed = parse_datetime(text or "")
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            return format_html("{} <strong>({})</strong>", text, _("undecodable"))
+        return precise(parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed))
+
+    @admin.display(description=_("matches WEFT['OWNERSHIP']"), boolean=True)
+    def matches_configured_mode(self, obj: OwnershipMarker) -> bool | None:
+        try:
+            return obj.mode == get_settings().ownership
+        except WeftConfigurationError:
+            return None
+
+    def marker_error(self, request: HttpRequest) -> str | None:
+        try:
+            read_marker()
+        except WeftConfigurationError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return str(exc)
+        return None
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        self.marker_error(request)
+        return super().changelist_view(request, extra_context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if self.marker_error(request) is not None:
+            return HttpResponseRedirect(reverse("admin:weft_django_ownershipmarker_changelist"))
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+@admin.register(GlobalLease)
+class GlobalLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "epoch",
+        "holder_display",
+        "acquired",
+        "expires",
+        "lease_state_display",
+    )
+    readonly_fields = ("lease_state_display",)
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
+        cutoff_at = cutoff(request_db_now(request), global_lease_grace())
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("holder")
+            .annotate(
+                lease_state=lease_state_expression("expires_at", cutoff_at, held_field="holder")
+            )
+        )
+
+    @admin.display(description=_("holder"), ordering="holder_id")
+    def holder_display(self, obj: GlobalLease) -> str:
+        holder = obj.holder
+        return engine_label(holder.pk, holder.hostname) if holder else "-"
+
+    @admin.display(description=_("acquired at"), ordering="acquired_at")
+    def acquired(self, obj: GlobalLease) -> str:
+        return precise(obj.acquired_at)
+
+    @admin.display(description=_("expires at"), ordering="expires_at")
+    def expires(self, obj: GlobalLease) -> str:
+        return precise(obj.expires_at)
+
+    @admin.display(description=_("lease"), ordering="lease_state")
+    def lease_state_display(self, obj: GlobalLease) -> str:
+        return render_lease_state(getattr(obj, "lease_state", None))
+
+
+# -- runs and their history --------------------------------------------------------
+
+
+class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+
+class WorkflowEventInline(ReadOnlyInline):
+    model = WorkflowEvent
+    fields = ("seq", "kind", "name", "result", "error", "engine_id", "epoch", "created_at")
+    ordering = ("seq",)
+
+
+class WorkflowSignalInline(ReadOnlyInline):
+    model = WorkflowSignal
+    ordering = ("id",)
+    fields = ("signal_id", "name", "payload", "created_at", "consumed_at", "consumed_seq")
+
+
+class UpdateRequestInline(ReadOnlyInline):
+    model = UpdateRequest
+    ordering = ("id",)
+    fields = (
+        "update_id",
+        "name",
+        "status",
+        "payload",
+        "response",
+        "error",
+        "applied_seq",
+        "created_at",
+        "responded_at",
+    )
+
+
+@admin.register(WorkflowRun)
+class WorkflowRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Runs with their owner from the claim table (one query for the whole page).
+
+    Actions (cancel / suspend / resume / purge) call the public API, so the
+    epoch rotation of DESIGN.md §4.5 applies; ``permissions=["operate"]`` makes
+    Django call :meth:`has_operate_permission`.
+    """
+
+    list_display = (
+        "id",
+        "workflow_name",
+        "status",
+        "owner_display",
+        "claim_epoch_display",
+        "owner_lease_display",
+        "waiting_on_display",
+        "wake_at",
+        "updated_at",
+    )
+    list_filter = ("status", "workflow_name", OwnerLeaseStateFilter)
+    search_fields = ("id", "workflow_name", "parent_id")
+    readonly_fields = ("owner_display", "claim_epoch_display", "owner_lease_display")
+    inlines = (WorkflowEventInline, WorkflowSignalInline, UpdateRequestInline)
+    actions = ("cancel_runs", "suspend_runs", "resume_runs", "purge_runs")
+    show_full_result_count = False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Who may steer runs through the engine API: ``change_workflowrun`` holders."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    def _apply(self, request: HttpRequest, queryset: models.QuerySet, verb: str, fn: Any) -> None:
+        """Call ``fn(run_id)`` (a public API verb) per run; report what happened."""
+        done: list[str] = []
+        refused: list[str] = []
+        for run_id in queryset.values_list("pk", flat=True):
+            try:
+                fn(run_id)
+            except WeftError as exc:
+                refused.append(f"{run_id}: {exc}")
+            else:
+                done.append(run_id)
+        if done:
+            self.message_user(
+                request,
+                _("%(verb)s %(count)d run(s): %(ids)s")
+                % {"verb": verb, "count": len(done), "ids": ", ".join(done[:20])},
+                messages.SUCCESS,
+            )
+        for line in refused[:20]:
+            self.message_user(request, line, messages.WARNING)
+
+    @admin.action(description=_("Cancel selected runs"), permissions=["operate"])
+    def cancel_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
+        from . import api
+
+        self._apply(request, queryset, "Cancelled", api.cancel)
+
+    @admin.action(description=_("Suspend selected runs"), permissions=["operate"])
+    def suspend_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
+        from . import api
+
+        self._apply(request, queryset, "Suspended", api.suspend)
+
+    @admin.action(description=_("Resume selected suspended runs"), permissions=["operate"])
+    def resume_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
+        from . import api
+
+        self._apply(request, queryset, "Resumed", api.resume)
+
+    @admin.action(description=_("Purge selected runs and their history"), permissions=["operate"])
+    def purge_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
+        from . import api
+
+        self._apply(request, queryset, "Purged", api.purge)
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
+        cutoff_at = cutoff(request_db_now(request), claim_grace())
+        claim = Claim.objects.filter(workflow_id=OuterRef("pk"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                claim_holder_id=Subquery(claim.values("holder_id")[:1]),
+                claim_holder_hostname=Subquery(claim.values("holder__hostname")[:1]),
+                claim_holder_expires_at=Subquery(claim.values("holder__lease_expires_at")[:1]),
+                claim_epoch=Subquery(claim.values("epoch")[:1]),
+            )
+            .annotate(
+                owner_lease_state=lease_state_expression(
+                    "claim_holder_expires_at", cutoff_at, held_field="claim_holder_id"
+                )
+            )
+        )
+
+    @admin.display(description=_("owner engine"), ordering="claim_holder_id")
+    def owner_display(self, obj: WorkflowRun) -> str:
+        return engine_label(
+            getattr(obj, "claim_holder_id", None), getattr(obj, "claim_holder_hostname", None)
+        )
+
+    @admin.display(description=_("epoch"), ordering="claim_epoch")
+    def claim_epoch_display(self, obj: WorkflowRun) -> int | None:
+        return getattr(obj, "claim_epoch", None)
+
+    @admin.display(description=_("owner lease"), ordering="owner_lease_state")
+    def owner_lease_display(self, obj: WorkflowRun) -> str:
+        return render_lease_state(getattr(obj, "owner_lease_state", None))
+
+    @admin.display(description=_("waiting on"))
+    def waiting_on_display(self, obj: WorkflowRun) -> str:
+        return compact_json(obj.waiting_on)
+
+
+class RunLinkMixin:
+    # Newest first by primary key: the models' default ordering ("run", ...)
+    # would join every row to its run just to sort by the run's created_at.
+    ordering = ("-id",)
+
+    @admin.display(description=_("run"), ordering="run_id")
+    def run_link(self, obj: Any) -> str:
+        return admin_link(WorkflowRun, obj.run_id, obj.run_id)
+
+
+@admin.register(WorkflowEvent)
+class WorkflowEventAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("run_link", "seq", "kind", "name", "engine_id", "epoch", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("=run__id", "name", "engine_id")
+    show_full_result_count = False
+
+
+@admin.register(WorkflowSignal)
+class WorkflowSignalAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("run_link", "signal_id", "name", "created_at", "consumed_at", "consumed_seq")
+    list_filter = (("consumed_at", admin.EmptyFieldListFilter), "name")
+    search_fields = ("=run__id", "signal_id", "name")
+    show_full_result_count = False
+
+
+@admin.register(UpdateRequest)
+class UpdateRequestAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "run_link",
+        "update_id",
+        "name",
+        "status",
+        "created_at",
+        "responded_at",
+        "expires_at",
+    )
+    list_filter = ("status", "name")
+    search_fields = ("=run__id", "update_id", "name")
+    show_full_result_count = False
+
+
+__all__ = [
+    "ClaimAdmin",
+    "EngineAdmin",
+    "GlobalLeaseAdmin",
+    "LeaseStateFilter",
+    "OwnershipMarkerAdmin",
+    "UpdateRequestAdmin",
+    "WorkflowEventAdmin",
+    "WorkflowRunAdmin",
+    "WorkflowSignalAdmin",
+    "render_lease_state",
+]
