@@ -102,3 +102,16 @@ def make_registry(
         return ClaimRegistry(engine.id, settings=config, clock=clock, cooldown=cooldown)
 
     yield make
+
+
+@pytest.fixture
+def metric() -> Callable[..., float]:
+    """``metric("weft_workflow_claim_attempts_total", outcome="deposed")``: the current
+    value of one sample of weft_django's metrics registry (0.0 when not exported)."""
+    from weft_django.ownership.metrics import REGISTRY
+
+    def read(name: str, **labels: str) -> float:
+        value = REGISTRY.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+    return read

@@ -68,8 +68,12 @@ class ClaimRegistry:
         self.settings = settings or get_settings()
         self.using = using
         self._clock = clock
-        self.cooldown = cooldown or Cooldown(
-            base=self.settings.claim_renew_interval, cap=4 * self.settings.claim_ttl
+        # "is None", not "or": an empty Cooldown has len() 0 and is falsy, so
+        # "cooldown or Cooldown(...)" silently threw an injected one away.
+        self.cooldown = (
+            cooldown
+            if cooldown is not None
+            else Cooldown(base=self.settings.claim_renew_interval, cap=4 * self.settings.claim_ttl)
         )
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
@@ -102,11 +106,16 @@ class ClaimRegistry:
         with self._lock:
             return self._held.get(workflow_id)
 
+    # The claims_active gauge counts the claims of every engine in this process
+    # (a worker and a Celery task may share one), so each registry moves it by
+    # its own changes instead of setting it to its own count.
+
     def _remember(self, workflow_id: str, epoch: int) -> None:
         with self._lock:
+            new = workflow_id not in self._held
             self._held[workflow_id] = epoch
-            count = len(self._held)
-        metrics.claims_active.set(count)
+        if new:
+            metrics.claims_active.inc()
 
     def forget(self, workflow_id: str, epoch: int | None = None) -> bool:
         """Drop local state for a claim (only at ``epoch`` when given)."""
@@ -116,8 +125,7 @@ class ClaimRegistry:
             if epoch is not None and self._held[workflow_id] != epoch:
                 return False
             del self._held[workflow_id]
-            count = len(self._held)
-        metrics.claims_active.set(count)
+        metrics.claims_active.dec()
         return True
 
     def mark_lost(self, workflow_id: str, epoch: int) -> Lost | None:
@@ -300,6 +308,10 @@ class ClaimRegistry:
                     if lost is not None:
                         result.lost.append(lost)
             self._revocations_seen = revocations
+        if result.engine_renewed:
+            self.cooldown.forgive(
+                result.held, exclude={item.workflow_id for item in result.lost}
+            )
         if not result.engine_renewed:
             metrics.renewal_failures.inc()
             logger.error("engine %s: its engine row is gone or stopped", self.engine_id)
@@ -318,8 +330,9 @@ class ClaimRegistry:
     def release_all(self) -> int:
         """Release every claim this engine holds (graceful shutdown; best effort)."""
         with self._lock:
+            count = len(self._held)
             self._held.clear()
-        metrics.claims_active.set(0)
+        metrics.claims_active.dec(count)
         return (
             Claim.objects.using(self.using)
             .filter(holder_id=self.engine_id)
@@ -341,8 +354,9 @@ class ClaimRegistry:
             and state.epoch == epoch
         ):
             return True
-        if epoch is not None:
-            self.forget(workflow_id, epoch)
+        if epoch is None:
+            return False  # not ours (any more): nothing to discard
+        self.forget(workflow_id, epoch)
         warn(WeftWorkflowWakeDiscardedWarning(workflow_id, wake_kind))
         return False
 

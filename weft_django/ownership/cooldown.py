@@ -1,15 +1,17 @@
 """Per-workflow anti-thrash cooldown after a lost claim (DESIGN.md §4.3).
 
-Exponential from the renew interval, capped at 4 x TTL, cleared on a
-successful acquire or takeover. It is local to one engine, so it runs on the
-engine's monotonic clock: it never judges liveness, only when to try again.
+Exponential from the renew interval, capped at 4 x TTL. A successful acquire
+or takeover clears the window; the curve itself resets only once the claim
+survives a renewal, so a workflow that thrashes backs off further each time.
+It is local to one engine, so it runs on the engine's monotonic clock: it
+never judges liveness, only when to try again.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 
 class Cooldown:
@@ -50,9 +52,27 @@ class Cooldown:
             return until
 
     def clear(self, workflow_id: str) -> None:
+        """A successful acquire/takeover ends the cooldown window.
+
+        The loss count survives until the claim proves stable (``forgive``), so
+        a workflow that keeps being won and lost backs off exponentially.
+        """
         with self._lock:
-            self._losses.pop(workflow_id, None)
             self._until.pop(workflow_id, None)
+
+    def forgive(self, held: Container[str], *, exclude: Container[str] = ()) -> None:
+        """Reset the curve of every workflow in ``held`` but not in ``exclude``
+        (its claim survived a renewal). Costs O(workflows with losses)."""
+        with self._lock:
+            if not self._losses:
+                return
+            for workflow_id in [w for w in self._losses if w in held and w not in exclude]:
+                del self._losses[workflow_id]
+                self._until.pop(workflow_id, None)
+
+    def losses(self, workflow_id: str) -> int:
+        with self._lock:
+            return self._losses.get(workflow_id, 0)
 
     def __len__(self) -> int:
         return len(self._until)

@@ -58,10 +58,15 @@ def read_marker(*, using: str = "default") -> MarkerState | None:
     """The marker as stored, decoded; raises when it cannot be decoded."""
     connection = connections[using]
     quote = connection.ops.quote_name
+    established = quote("established_at")
+    if connection.vendor == "sqlite":
+        # Django's sqlite3 backend registers a converter for "datetime" columns
+        # that raises ValueError on a well-formed but impossible timestamp
+        # ("2024-13-45 ...") and turns garbage into None: read the stored text
+        # as is, so every undecodable value is reported as corruption, verbatim.
+        established = f"CAST({established} AS TEXT)"
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {quote('mode')}, {quote('established_at')} FROM {quote(_table())} WHERE id = 1"
-        )
+        cursor.execute(f"SELECT {quote('mode')}, {established} FROM {quote(_table())} WHERE id = 1")
         row = cursor.fetchone()
     if row is None:
         return None

@@ -1,0 +1,199 @@
+"""fenced(): every workflow-scoped write commits only while this engine owns the run."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from weft_django.conf import get_settings
+from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarning
+from weft_django.models import GlobalLease, RunStatus, WorkflowEvent, WorkflowRun, WorkflowSignal
+from weft_django.ownership.claims import release_statement, revoke_statement
+from weft_django.ownership.engines import register_engine
+from weft_django.ownership.fence import fenced
+from weft_django.ownership.global_lease import GlobalLeaseManager
+
+PAST_DEADLINE = 30 + 10 + 0.001
+
+
+@pytest.fixture
+def run(db) -> WorkflowRun:
+    return WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
+
+
+def write_everything(run: WorkflowRun, seq: int, engine_id: str, epoch: int) -> None:
+    """What a turn writes: an event, a consumed signal, a status change."""
+    WorkflowEvent.objects.create(run=run, seq=seq, kind="step", engine_id=engine_id, epoch=epoch)
+    WorkflowSignal.objects.create(run=run, signal_id=f"s{seq}", name="go")
+    WorkflowRun.objects.filter(id=run.id).update(status=RunStatus.WAITING)
+
+
+def nothing_written(run: WorkflowRun) -> bool:
+    return (
+        not WorkflowEvent.objects.filter(run=run).exists()
+        and not WorkflowSignal.objects.filter(run=run).exists()
+        and WorkflowRun.objects.get(id=run.id).status == RunStatus.RUNNING
+    )
+
+
+def test_fenced_commits_while_the_claim_is_held(make_registry, run):
+    a = make_registry("engine-a")
+    a.acquire("wf")
+    with fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"):
+        write_everything(run, 1, "engine-a", 1)
+    assert list(WorkflowEvent.objects.values_list("seq", "engine_id", "epoch")) == [
+        (1, "engine-a", 1)
+    ]
+    assert WorkflowRun.objects.get(id="wf").status == RunStatus.WAITING
+
+
+def test_a_deposed_engines_write_is_refused_and_rolled_back_entirely(make_registry, clock, run):
+    a = make_registry("engine-a")
+    b = make_registry("engine-b")
+    a.acquire("wf")
+    clock.advance(PAST_DEADLINE)
+    assert b.claim("wf").epoch == 2
+    entered = []
+    with (
+        pytest.raises(EngineDeposedError) as excinfo,
+        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+    ):
+        entered.append(True)
+        write_everything(run, 1, "engine-a", 1)
+    assert excinfo.value.workflow_id == "wf"
+    assert entered == []
+    assert nothing_written(run)
+    # the new owner writes at its epoch
+    with fenced("wf", engine_id="engine-b", epoch=2, mode="workflow-lease"):
+        write_everything(run, 1, "engine-b", 2)
+    assert list(WorkflowEvent.objects.values_list("engine_id", "epoch")) == [("engine-b", 2)]
+
+
+def test_the_refusal_rolls_back_the_callers_enclosing_transaction_too(make_registry, clock, run):
+    """User ORM writes made in the same transaction before the fenced block (a
+    ``transactional=True`` step) go as well when the deposition propagates."""
+    a = make_registry("engine-a")
+    a.acquire("wf")
+    revoke_statement("default", "wf")  # cancelled by another process
+    with (
+        pytest.raises(EngineDeposedError),
+        transaction.atomic(),
+    ):
+        WorkflowRun.objects.create(id="user-row", workflow_name="user.write")
+        with fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"):
+            write_everything(run, 1, "engine-a", 1)
+    assert not WorkflowRun.objects.filter(id="user-row").exists()
+    assert nothing_written(run)
+
+
+def test_same_engine_at_a_stale_epoch_is_refused(make_registry, run):
+    a = make_registry("engine-a")
+    a.acquire("wf")
+    a.release("wf")
+    a.acquire("wf")  # epoch 2
+    with (
+        pytest.raises(EngineDeposedError),
+        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+    ):
+        write_everything(run, 1, "engine-a", 1)
+    assert nothing_written(run)
+
+
+@pytest.mark.parametrize("how", ["released", "revoked", "never_claimed"])
+def test_no_holder_means_no_write(make_registry, run, how):
+    a = make_registry("engine-a")
+    if how != "never_claimed":
+        a.acquire("wf")
+        if how == "released":
+            release_statement("default", "wf", "engine-a", 1)
+        else:
+            revoke_statement("default", "wf")
+    with (
+        pytest.raises(EngineDeposedError),
+        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+    ):
+        write_everything(run, 1, "engine-a", 1)
+    assert nothing_written(run)
+
+
+def test_an_error_inside_the_block_rolls_back_its_writes(make_registry, run):
+    a = make_registry("engine-a")
+    a.acquire("wf")
+    with (
+        pytest.raises(ZeroDivisionError),
+        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+    ):
+        write_everything(run, 1, "engine-a", 1)
+        1 / 0  # noqa: B018
+    assert nothing_written(run)
+
+
+def test_a_lost_claim_is_refused_even_before_the_owner_notices(make_registry, clock, run):
+    """Fencing does not depend on the owner's renewal having reported the loss."""
+    a = make_registry("engine-a")
+    b = make_registry("engine-b")
+    a.acquire("wf")
+    clock.advance(PAST_DEADLINE)
+    b.claim("wf")
+    assert a.held == {"wf": 1}  # a has not renewed yet
+    with (
+        pytest.raises(EngineDeposedError),
+        fenced("wf", engine_id="engine-a", epoch=a.epoch_of("wf"), mode="workflow-lease"),
+    ):
+        write_everything(run, 1, "engine-a", 1)
+    with pytest.warns(WeftWorkflowClaimLostWarning):
+        a.renew()
+    assert nothing_written(run)
+
+
+def test_mode_none_does_not_fence(db, run):
+    with fenced("wf", engine_id="anyone", epoch=0, mode="none"):
+        write_everything(run, 1, "anyone", 0)
+    assert WorkflowEvent.objects.count() == 1
+
+
+def test_lease_mode_fences_on_the_global_lease_epoch(db, weft_settings, clock, run):
+    weft_settings(OWNERSHIP="lease")
+    config = get_settings()
+    for engine_id in ("engine-a", "engine-b"):
+        register_engine(config, engine_id=engine_id, kind="test", now=clock())
+    a = GlobalLeaseManager("engine-a", config, clock=clock)
+    b = GlobalLeaseManager("engine-b", config, clock=clock)
+    assert a.try_acquire()
+    # no per-workflow claim row is involved in mode lease
+    with fenced("wf", engine_id="engine-a", epoch=a.epoch, mode="lease"):
+        write_everything(run, 1, "engine-a", 1)
+    assert WorkflowEvent.objects.count() == 1
+    with (
+        pytest.raises(EngineDeposedError),
+        fenced("wf", engine_id="engine-a", epoch=a.epoch + 1, mode="lease"),
+    ):  # a lease holder at the wrong epoch
+        WorkflowEvent.objects.create(run=run, seq=2, kind="step")
+    clock.advance(PAST_DEADLINE)
+    assert b.try_acquire()
+    assert b.epoch == 2
+    with (
+        pytest.raises(EngineDeposedError),
+        fenced("wf", engine_id="engine-a", epoch=1, mode="lease"),
+    ):
+        WorkflowEvent.objects.create(run=run, seq=2, kind="step")
+    assert list(WorkflowEvent.objects.values_list("seq", flat=True)) == [1]
+    with fenced("wf", engine_id="engine-b", epoch=2, mode="lease"):
+        WorkflowEvent.objects.create(run=run, seq=2, kind="step")
+    assert list(WorkflowEvent.objects.values_list("seq", flat=True)) == [1, 2]
+    assert GlobalLease.objects.get().holder_id == "engine-b"
+
+
+def test_lease_mode_refuses_everyone_when_nobody_holds_the_lease(db, weft_settings, clock, run):
+    weft_settings(OWNERSHIP="lease")
+    config = get_settings()
+    register_engine(config, engine_id="engine-a", kind="test", now=clock())
+    a = GlobalLeaseManager("engine-a", config, clock=clock)
+    assert a.try_acquire()
+    assert a.release()
+    with (
+        pytest.raises(EngineDeposedError),
+        fenced("wf", engine_id="engine-a", epoch=1, mode="lease"),
+    ):
+        write_everything(run, 1, "engine-a", 1)
+    assert nothing_written(run)
