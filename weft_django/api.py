@@ -39,7 +39,7 @@ from .notify import notify
 from .ownership.claims import revoke_statement
 from .ownership.clock import db_now
 from .runtime import registry
-from .runtime.payload import encode
+from .runtime.payload import encode, encode_call
 from .runtime.registry import WorkflowDefinition
 
 USING = "default"
@@ -95,8 +95,7 @@ def start(
     """Start a run of a registered workflow; returns once the run is stored."""
     definition = registry.resolve(workflow)
     workflow_id = _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
-    encoded_args = encode(list(args), f"arguments of {definition.name}")
-    encoded_kwargs = encode(dict(kwargs), f"keyword arguments of {definition.name}")
+    encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
     try:
         with transaction.atomic(using=USING):
             new_run(definition, workflow_id, encoded_args, encoded_kwargs, start_at=start_at)
@@ -140,7 +139,17 @@ def signal(
     _check_id(workflow_id)
     _check_id(name, "signal name")
     encoded = encode(payload, f"payload of signal {name!r}")
-    signal_id = _check_id(signal_id, "signal_id") if signal_id is not None else uuid.uuid4().hex
+    if signal_id is not None:
+        _check_id(signal_id, "signal_id")
+        # A repeat is a no-op: no second row, and no wake hint that would cost
+        # the owner a pointless turn (an idempotent retry after the run ended
+        # also succeeds, as the first call did).
+        if WorkflowSignal.objects.using(USING).filter(
+            run_id=workflow_id, signal_id=signal_id
+        ).exists():
+            return
+    else:
+        signal_id = uuid.uuid4().hex
     with transaction.atomic(using=USING):
         now = db_now(USING)
         _hint_live_run(workflow_id, now)
@@ -161,6 +170,10 @@ def signal(
 
 def _external_transition(workflow_id: str, status: str, *, allowed: tuple[str, ...]) -> None:
     with transaction.atomic(using=USING):
+        # Claim first, run row second: an owner's fenced checkpoint holds its claim
+        # row (FOR SHARE on PostgreSQL) and then writes the run row, so taking them
+        # in the other order deadlocks with it. This way we queue behind it.
+        revoke_statement(USING, workflow_id)
         now = db_now(USING)
         changed = (
             WorkflowRun.objects.using(USING)
@@ -179,7 +192,6 @@ def _external_transition(workflow_id: str, status: str, *, allowed: tuple[str, .
         )
         if changed != 1:
             raise WorkflowTerminalError(workflow_id, _status_of(workflow_id))
-        revoke_statement(USING, workflow_id)
         parent_id = (
             WorkflowRun.objects.using(USING)
             .filter(pk=workflow_id)
@@ -385,6 +397,23 @@ class WorkflowHandle:
 
     def result(self, timeout: float | None = None) -> Any:
         return result(self.id, timeout)
+
+    def update(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        timeout: float = 30.0,
+        update_id: str | None = None,
+    ) -> Any:
+        from .updates import update
+
+        return update(self.id, name, payload, timeout=timeout, update_id=update_id)
+
+    def query(self, name: str, *args: Any) -> Any:
+        from .updates import query
+
+        return query(self.id, name, *args)
 
     def describe(self) -> WorkflowDescription:
         return describe(self.id)

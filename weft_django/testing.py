@@ -68,6 +68,8 @@ class WorkflowDriver:
         while turns < max_turns:
             progressed = False
             for run_id in self._candidates():
+                if turns >= max_turns:
+                    break
                 claimed = self.engine.acquire(run_id)
                 if not isinstance(claimed, Acquired):
                     outcomes[claimed.outcome] += 1

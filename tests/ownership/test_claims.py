@@ -456,3 +456,14 @@ def test_revoke_statement_rotates_the_epoch_and_drops_the_holder(a):
     assert Claim.objects.get(workflow_id="wf").claimed_at is None
     assert revocations("engine-a") == 1
     assert a.acquire("wf") == Acquired("wf", 3)
+
+
+def test_a_claim_dropped_locally_but_held_in_the_database_is_readopted(make_registry):
+    a = make_registry("engine-a")
+    assert a.acquire("wf-stranded") == Acquired("wf-stranded", 1)
+    a.forget("wf-stranded")  # e.g. a turn that rolled back its own cancel
+    result = a.claim("wf-stranded")
+    assert result == Acquired("wf-stranded", 2)
+    assert a.epoch_of("wf-stranded") == 2
+    state = a.read("wf-stranded")
+    assert (state.holder_id, state.epoch) == ("engine-a", 2)

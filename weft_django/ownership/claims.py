@@ -264,11 +264,25 @@ class ClaimRegistry:
         state = self.read(workflow_id)
         if state is None or state.holder_id is None:
             return self.acquire(workflow_id, expected_epoch=state.epoch if state else 0)
-        if state.holder_id == self.engine_id and self.epoch_of(workflow_id) == state.epoch:
-            return Acquired(workflow_id, state.epoch)
+        if state.holder_id == self.engine_id:
+            if self.epoch_of(workflow_id) == state.epoch:
+                return Acquired(workflow_id, state.epoch)
+            return self._readopt(workflow_id, state.epoch)
         if state.expires_at is None or not self.is_expired(state.expires_at, self.now()):
             return NotExpired(workflow_id, state.holder_id, state.expires_at or self.now())
         return self.takeover(workflow_id, holder_id=state.holder_id, epoch=state.epoch)
+
+    def _readopt(self, workflow_id: str, epoch: int) -> ClaimResult:
+        """The database says we hold it but we dropped it locally: take it again
+        under a new epoch, so any stale turn of ours at the old epoch is fenced."""
+        moved = (
+            Claim.objects.using(self.using)
+            .filter(workflow_id=workflow_id, holder_id=self.engine_id, epoch=epoch)
+            .update(epoch=F("epoch") + 1, claimed_at=self.now())
+        )
+        if moved == 1:
+            return self._won(workflow_id, epoch + 1, takeover=False)
+        return self._lost_race(workflow_id)
 
     def renew(self) -> RenewResult:
         """Keep every claim this engine holds alive: O(1) statements.

@@ -47,6 +47,10 @@ class Park(BaseException):
         self.wake_at = wake_at
 
 
+class StopReplay(BaseException):
+    """Internal: a read-only replay reached the end of recorded history."""
+
+
 class Abandon(BaseException):
     """Internal: give the turn up without writing (deposed, shutting down, DB error)."""
 
@@ -93,6 +97,29 @@ class Event:
 
     def describe(self) -> str:
         return f"{self.kind}({self.name!r})" if self.name else self.kind
+
+
+@dataclass(frozen=True)
+class UpdateHandler:
+    fn: Callable[[Any], Any]
+    validator: Callable[[Any], Any] | None = None
+
+
+class Update:
+    """An update request handed to ``ctx.wait_for_update``."""
+
+    def __init__(self, ctx: Context, name: str, update_id: str, payload: Any) -> None:
+        self._ctx = ctx
+        self.name = name
+        self.update_id = update_id
+        self.payload = payload
+
+    def respond(self, value: Any = None) -> None:
+        """Answer the caller (effective once; a replayed or repeated call is a no-op)."""
+        self._ctx._respond(self, value)
+
+    def __repr__(self) -> str:
+        return f"<Update {self.name!r} {self.update_id!r}>"
 
 
 @dataclass
@@ -148,6 +175,13 @@ class Context:
         # Set when replay finds a mismatch: the engine checks it after the
         # workflow function returns, so ``except Exception`` cannot hide it.
         self._poisoned: NonDeterminismError | None = None
+        self._update_handlers: dict[str, UpdateHandler] = {}
+        self._query_handlers: dict[str, Callable[..., Any]] = {}
+        self._responded: set[str] = set()
+        self._waiting_update: str | None = None
+        # The predicate of the wait_until in progress: draining stops as soon as
+        # an applied update makes it true (it is re-checked after each one).
+        self._until: Callable[[], bool] | None = None
 
     # -- identity ---------------------------------------------------------------
 
@@ -172,9 +206,26 @@ class Context:
     def _peek(self) -> Event | None:
         if self._poisoned is not None:
             raise self._poisoned
+        while self._pos < len(self._events) and self._events[self._pos].kind == "update":
+            self._replay_update(self._events[self._pos])
+            self._pos += 1
         if self._pos < len(self._events):
             return self._events[self._pos]
+        if getattr(self._turn, "read_only", False):
+            raise StopReplay()
         return None
+
+    def _replay_update(self, event: Event) -> None:
+        """Re-apply an update recorded here, so handler state is rebuilt in order."""
+        handler = self._update_handlers.get(event.name)
+        if handler is None:
+            raise self._mismatch(f"a handler for update {event.name!r}", event)
+        try:
+            handler.fn((event.result or {}).get("payload"))
+        except Exception:
+            if event.error is None:
+                raise
+            # It raised when first applied too; the failure was reported then.
 
     def _mismatch(self, expected: str, found: Event) -> NonDeterminismError:
         error = NonDeterminismError(self.workflow_id, found.seq, expected, found.describe())
@@ -209,6 +260,17 @@ class Context:
     def _take_buffer(self) -> list[Event]:
         buffered, self._buffer = self._buffer, []
         return buffered
+
+    def _check_replayed_to_end(self, failure: BaseException | None) -> None:
+        """The function ended: history it did not replay means the code diverged.
+
+        Without this a deploy that returns (or raises) before an operation the
+        run had already recorded would commit a result over that history.
+        """
+        rest = [event for event in self._events[self._pos :] if event.kind != "update"]
+        if rest:
+            ending = "returns" if failure is None else f"raises {type(failure).__name__}"
+            self._mismatch(f"no more operations (the workflow now {ending})", rest[0])
 
     def _now(self) -> datetime:
         return self._turn.now()
@@ -251,8 +313,8 @@ class Context:
             except (Park, Abandon):
                 raise
             except Exception as exc:
-                if isinstance(exc, PayloadError):
-                    raise  # a programming error: nothing is recorded, never retried
+                if isinstance(exc, PayloadError) and exc.what == f"result of step {step_name!r}":
+                    raise  # a non-JSON result: a programming error, never retried or recorded
                 if attempt < policy.max_attempts and not isinstance(exc, policy.non_retryable):
                     self._turn.pause(policy.interval(attempt))
                     continue
@@ -302,6 +364,7 @@ class Context:
             self._buffer.append(self._new("sleep", "", {"until": _iso(until)}))
         if self._now() >= until:
             return
+        self._deliver_updates()
         raise Park({"kind": "sleep", "until": _iso(until)}, until)
 
     # -- waits ------------------------------------------------------------------
@@ -341,10 +404,14 @@ class Context:
         # Live: try to complete now. The final event commits with the buffer; the
         # marker is needed only when the run parks (it carries the deadline).
         done = poll(self._buffer, self._next_seq())
+        if done is None and self._deliver_updates():
+            # Applied updates may have changed what this wait waits for.
+            done = poll(self._buffer, self._next_seq())
         if done is not None:
             self._committed([*self._buffer, done])
             return done
         if marker is not None:
+            marker.seq = self._next_seq()
             self._buffer.append(marker)
         if deadline is not None and self._now() >= deadline:
             timed_out = self._new(final_kind, final_name, None, {"timeout": True})
@@ -367,6 +434,103 @@ class Context:
         if final.error is not None:
             raise WaitTimeoutError(f"No signal {name!r} arrived within the timeout.")
         return final.result
+
+    # -- updates and queries ------------------------------------------------------
+
+    def on_update(
+        self, name: str, validator: Callable[[Any], Any] | None = None
+    ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+        """Register a synchronous update handler ``fn(payload) -> response``.
+
+        ``validator(payload)`` raising rejects the request before anything is
+        stored (at the caller when the handler is already registered, and again
+        at delivery). Applied updates are history events, re-applied in order
+        on replay, so the state handlers build is rebuilt deterministically.
+        """
+
+        def register(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            self._update_handlers[name] = UpdateHandler(fn, validator)
+            return fn
+
+        return register
+
+    def on_query(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a read-only query handler ``fn(*args)``, answered from any process."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._query_handlers[name] = fn
+            return fn
+
+        return register
+
+    def _deliver_updates(self) -> int:
+        """At a park point: apply pending requests in arrival order (owner only)."""
+        return self._turn.drain_updates(self, stop=self._until)
+
+    def wait_for_update(self, name: str, timeout: float | timedelta | None = None) -> Update:
+        """The oldest pending update ``name`` that no handler takes; answer it with
+        ``update.respond(value)``."""
+
+        def poll(pending: list[Event], seq: int) -> Event | None:
+            if name in self._update_handlers:
+                return None  # a registered handler takes these (handlers, then waiters)
+            # Arrival order: requests stored before the oldest ``name`` one are applied
+            # first (the drain stops at it), so the waiter sees the state they built.
+            self._deliver_updates()
+            return self._turn.claim_update(name, self._buffer, self._next_seq())
+
+        self._waiting_update = name
+        try:
+            final = self._wait(
+                f"update:{name}",
+                "update_wait",
+                name,
+                timeout,
+                poll,
+                {"kind": "update", "name": name},
+            )
+        finally:
+            self._waiting_update = None
+        if final.error is not None:
+            raise WaitTimeoutError(f"No update {name!r} arrived within the timeout.")
+        info = final.result or {}
+        return Update(self, name, info.get("update_id", ""), info.get("payload"))
+
+    def _respond(self, update: Update, value: Any) -> None:
+        if update.update_id in self._responded:
+            return
+        if self._take("update_response", update.update_id) is not None:
+            self._responded.add(update.update_id)
+            return
+        # Encode first: a response that is not JSON raises PayloadError and leaves
+        # the request answerable by a corrected respond().
+        encoded = encode(value, f"response to update {update.name!r}")
+        self._responded.add(update.update_id)
+        event = self._new("update_response", update.update_id, encoded)
+        self._turn.respond_update(list(self._buffer), event)
+        self._committed([*self._buffer, event])
+
+    def wait_until(
+        self, predicate: Callable[[], bool], timeout: float | timedelta | None = None
+    ) -> bool:
+        """Wait until ``predicate()`` is true, re-checked after each applied update.
+
+        Returns False when the timeout passes first.
+        """
+
+        def poll(pending: list[Event], seq: int) -> Event | None:
+            if not predicate():
+                return None
+            event = Event(seq, "until", "", True)
+            self._turn.commit([*pending, event])
+            return event
+
+        self._until = predicate
+        try:
+            final = self._wait("until", "until", "", timeout, poll, {"kind": "until"})
+        finally:
+            self._until = None
+        return final.error is None and bool(final.result)
 
     # -- children -----------------------------------------------------------------
 

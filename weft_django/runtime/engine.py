@@ -209,14 +209,12 @@ class WorkflowEngine:
         now = self.now()
         if run["status"] == RunStatus.PENDING and run["start_at"] and run["start_at"] > now:
             return TurnOutcome.NOT_DUE
-        if run["wake_hint_at"] is not None:
-            # Clear the hint we saw before reading anything: a hint set after this
-            # survives and triggers another turn, so no wake-up is ever lost.
-            WorkflowRun.objects.using(self.using).filter(
-                pk=run_id, wake_hint_at=run["wake_hint_at"]
-            ).update(wake_hint_at=None)
         turn = Turn(self, run, definition, epoch)
         try:
+            if run["wake_hint_at"] is not None:
+                # Clear the hint we saw before reading anything: a hint set after this
+                # survives and triggers another turn, so no wake-up is ever lost.
+                turn.clear_wake_hint(run["wake_hint_at"])
             if run["timeout_at"] is not None and now >= run["timeout_at"]:
                 turn.finish(
                     [],
@@ -261,6 +259,8 @@ class WorkflowEngine:
             value, failure = None, exc
         else:
             failure = None
+        if ctx._poisoned is None:
+            ctx._check_replayed_to_end(failure)
         if ctx._poisoned is not None:
             logger.error("%s", ctx._poisoned)
             turn.finish([], RunStatus.SUSPENDED, error=error_info(ctx._poisoned))

@@ -46,3 +46,30 @@ def error_info(exc: BaseException, *, with_traceback: bool = True) -> dict[str, 
             -8000:
         ]
     return info
+
+
+def encode_call(
+    args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], what: str
+) -> tuple[list[Any], dict[str, Any]]:
+    """Encode a call's arguments; a value that is not JSON names its argument.
+
+    ``what`` describes the callee (``"workflow 'shop.approve_order'"``); the
+    error says ``argument 1 of ...`` or ``keyword argument 'when' of ...``.
+    """
+    args, kwargs = list(args), dict(kwargs)
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise PayloadError(f"keyword arguments of {what}", f"key {key!r} is not a string")
+    try:
+        return encode(args, f"arguments of {what}"), encode(kwargs, f"keyword arguments of {what}")
+    except PayloadError:
+        culprits = [(f"argument {index}", value) for index, value in enumerate(args)]
+        culprits += [(f"keyword argument {key!r}", value) for key, value in kwargs.items()]
+        for label, value in culprits:
+            try:
+                dumps(value)
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                raise PayloadError(
+                    f"{label} of {what}", f"not JSON-serialisable ({exc})"
+                ) from None
+        raise  # every value is JSON on its own: the whole is over the size limit

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, IntegrityError, transaction
@@ -23,6 +23,8 @@ from ..exceptions import EngineDeposedError
 from ..models import (
     TERMINAL_STATUSES,
     RunStatus,
+    UpdateRequest,
+    UpdateStatus,
     WorkflowEvent,
     WorkflowRun,
     WorkflowSignal,
@@ -30,8 +32,8 @@ from ..models import (
 from ..notify import notify
 from ..ownership.claims import release_statement
 from ..ownership.fence import fenced
-from .context import Abandon, Event
-from .payload import encode
+from .context import Abandon, Context, Event
+from .payload import encode, encode_call, error_info
 from .registry import WorkflowDefinition
 
 if TYPE_CHECKING:
@@ -47,6 +49,8 @@ class _UserError(Exception):
 
 
 class Turn:
+    read_only = False
+
     def __init__(
         self,
         engine: WorkflowEngine,
@@ -123,6 +127,14 @@ class Turn:
             wake_at=self.timeout_at,
         )
         self.status = RunStatus.RUNNING
+
+    def clear_wake_hint(self, seen: datetime) -> None:
+        """Clear the wake hint this turn answers (fenced: a deposed engine must not
+        swallow the new owner's wake-up). A hint set after ``seen`` survives."""
+        with self._fenced():
+            WorkflowRun.objects.using(self.using).filter(
+                pk=self.run_id, wake_hint_at=seen
+            ).update(wake_hint_at=None)
 
     # -- writes the context asks for ------------------------------------------------
 
@@ -217,8 +229,7 @@ class Turn:
         """Create the child run with this run's event; False when the id was taken."""
         from ..api import new_run
 
-        encoded_args = encode(list(args), f"arguments of child {child_id!r}")
-        encoded_kwargs = encode(dict(kwargs), f"keyword arguments of child {child_id!r}")
+        encoded_args, encoded_kwargs = encode_call(args, kwargs, f"child {child_id!r}")
         exists = False
         with self._fenced():
             try:
@@ -241,6 +252,130 @@ class Turn:
             return False
         notify(child_id, using=self.using)
         return True
+
+    # -- updates ----------------------------------------------------------------------
+
+    def _response_fields(self, status: str, **values: Any) -> dict[str, Any]:
+        now = self.now()
+        return {
+            "status": status,
+            "responded_at": now,
+            "expires_at": now + timedelta(seconds=self.engine.settings.update_response_ttl),
+            **values,
+        }
+
+    def drain_updates(self, ctx: Context, stop: Callable[[], bool] | None = None) -> int:
+        """Apply this run's pending update requests in arrival order; returns how many.
+
+        Each applied request is one fenced write: the request's answer and the
+        ``update`` history event commit together, conditional on the request
+        still being pending (a racing drain makes this turn give up). The drain
+        stops at the first request for the ``wait_for_update`` in progress (the
+        waiter takes it; later ones wait for the next park point), and after
+        the first applied request that makes ``stop()`` true (``wait_until``).
+        """
+        requests = UpdateRequest.objects.using(self.using)
+        pending_rows = list(
+            requests.filter(run_id=self.run_id, status=UpdateStatus.PENDING)
+            .order_by("id")
+            .values_list("pk", "update_id", "name", "payload")
+        )
+        applied = 0
+        for pk, update_id, name, payload in pending_rows:
+            handler = ctx._update_handlers.get(name)
+            if handler is None:
+                if name == ctx._waiting_update:
+                    break  # the wait_for_update in progress takes it, in order
+                self._reject_update(
+                    pk,
+                    "UnknownUpdate",
+                    f"run {self.run_id!r} has no handler for update {name!r} and is not "
+                    "waiting for it",
+                )
+                continue
+            if handler.validator is not None:
+                try:
+                    handler.validator(payload)
+                except Exception as exc:
+                    self._reject_update(pk, type(exc).__name__, str(exc))
+                    continue
+            response: Any = None
+            error: dict[str, Any] | None = None
+            try:
+                response = encode(handler.fn(payload), f"response to update {name!r}")
+            except Exception as exc:
+                error = error_info(exc, with_traceback=False)
+            event = Event(
+                ctx._next_seq(),
+                "update",
+                name,
+                {"update_id": update_id, "payload": payload, "response": response},
+                error,
+            )
+            pending = list(ctx._buffer)
+            with self._fenced():
+                taken = requests.filter(pk=pk, status=UpdateStatus.PENDING).update(
+                    **self._response_fields(
+                        UpdateStatus.FAILED if error else UpdateStatus.APPLIED,
+                        response=response,
+                        error=error,
+                        applied_seq=event.seq,
+                    )
+                )
+                if taken != 1:
+                    raise Abandon("update applied concurrently")
+                self._insert([*pending, event])
+                self._mark_running()
+            ctx._committed([*pending, event])
+            applied += 1
+            if stop is not None and stop():
+                break
+        return applied
+
+    def _reject_update(self, pk: int, kind: str, message: str) -> None:
+        with self._fenced():
+            UpdateRequest.objects.using(self.using).filter(
+                pk=pk, status=UpdateStatus.PENDING
+            ).update(
+                **self._response_fields(
+                    UpdateStatus.REJECTED, error={"type": kind, "message": message[:4000]}
+                )
+            )
+
+    def claim_update(self, name: str, pending: list[Event], seq: int) -> Event | None:
+        """Hand the oldest pending request ``name`` to ``wait_for_update``."""
+        requests = UpdateRequest.objects.using(self.using)
+        for _attempt in range(5):
+            with self._fenced():
+                row = (
+                    requests.filter(run_id=self.run_id, name=name, status=UpdateStatus.PENDING)
+                    .order_by("id")
+                    .values_list("pk", "update_id", "payload")
+                    .first()
+                )
+                if row is None:
+                    return None
+                pk, update_id, payload = row
+                taken = requests.filter(pk=pk, status=UpdateStatus.PENDING).update(
+                    status=UpdateStatus.DELIVERED, applied_seq=seq
+                )
+                if taken == 1:
+                    event = Event(
+                        seq, "update_wait", name, {"update_id": update_id, "payload": payload}
+                    )
+                    self._insert([*pending, event])
+                    self._mark_running()
+                    return event
+        return None
+
+    def respond_update(self, pending: list[Event], event: Event) -> None:
+        """Record ``update.respond(value)`` and answer the caller, in one fenced write."""
+        with self._fenced():
+            UpdateRequest.objects.using(self.using).filter(
+                run_id=self.run_id, update_id=event.name, status=UpdateStatus.DELIVERED
+            ).update(**self._response_fields(UpdateStatus.APPLIED, response=event.result))
+            self._insert([*pending, event])
+            self._mark_running()
 
     # -- how the turn ends ------------------------------------------------------------
 
@@ -283,6 +418,16 @@ class Turn:
                 started_at=Coalesce(F("started_at"), now),
                 finished_at=None if status == RunStatus.SUSPENDED else now,
             )
+            if status in TERMINAL_STATUSES:
+                UpdateRequest.objects.using(self.using).filter(
+                    run_id=self.run_id,
+                    status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED),
+                ).update(
+                    **self._response_fields(
+                        UpdateStatus.REJECTED,
+                        error={"type": "WorkflowTerminal", "message": f"the run is {status}"},
+                    )
+                )
             if self.engine.mode == MODE_WORKFLOW_LEASE or self.engine.claims_in_use:
                 release_statement(self.using, self.run_id, self.engine.engine_id, self.epoch)
             if self.parent_id and status != RunStatus.SUSPENDED:

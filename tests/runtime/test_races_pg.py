@@ -1,0 +1,72 @@
+"""Operator calls racing an owner's fenced checkpoint, on PostgreSQL with real locks.
+
+The owner holds its claim row ``FOR SHARE`` for the whole checkpoint
+transaction; an external transition must queue behind it, not deadlock with it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+
+import weft_django as weft
+from weft_django.models import RunStatus, WorkflowRun
+from weft_django.runtime.engine import TurnOutcome
+
+from . import workflows
+from .conftest import claim_of, kinds, steplog
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _in_thread(call: Callable[[], Any], errors: list[BaseException]) -> threading.Thread:
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("verb", ["cancel", "suspend", "purge"])
+def test_operator_call_during_the_owners_checkpoint_waits_instead_of_deadlocking(
+    make_engine: Callable[..., Any], verb: str
+) -> None:
+    engine = make_engine()
+    weft.start("tests.transactional_first", workflow_id="race1")
+    engine.acquire("race1")
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def operator_acts_now() -> None:
+        # Inside the owner's checkpoint transaction: another process calls the verb
+        # and must wait for the owner's claim lock; give it time to get there.
+        threads.append(_in_thread(lambda: getattr(weft, verb)("race1"), errors))
+        time.sleep(0.5)
+
+    workflows.hook("after", "tx", operator_acts_now)
+    started = time.monotonic()
+    outcome = engine.drive("race1")
+    threads[0].join(timeout=30)
+
+    assert errors == []
+    assert outcome == TurnOutcome.DEPOSED  # the checkpoint committed; the next write did not
+    assert time.monotonic() - started < 5
+    assert claim_of("race1") == (2, None)
+    if verb == "purge":
+        assert not WorkflowRun.objects.filter(pk="race1").exists()
+        return
+    assert kinds("race1") == [("step", "tx")]
+    assert steplog("race1") == ["tx", "s1"]  # s1 ran; its checkpoint was refused
+    expected = RunStatus.CANCELLED if verb == "cancel" else RunStatus.SUSPENDED
+    assert WorkflowRun.objects.get(pk="race1").status == expected
