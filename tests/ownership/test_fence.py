@@ -10,7 +10,7 @@ from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarn
 from weft_django.models import GlobalLease, RunStatus, WorkflowEvent, WorkflowRun, WorkflowSignal
 from weft_django.ownership.claims import release_statement, revoke_statement
 from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced
+from weft_django.ownership.fence import fenced, fenced_insert
 from weft_django.ownership.global_lease import GlobalLeaseManager
 
 PAST_DEADLINE = 30 + 10 + 0.001
@@ -197,3 +197,36 @@ def test_lease_mode_refuses_everyone_when_nobody_holds_the_lease(db, weft_settin
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)
+
+
+def _rows(engine_id: str, epoch: int, *seqs: int) -> list[tuple]:
+    from django.utils import timezone
+
+    return [("wf", seq, "step", "s", "1", None, engine_id, epoch, timezone.now()) for seq in seqs]
+
+
+def test_one_statement_insert_writes_every_row_while_held(make_registry, run):
+    a = make_registry("engine-a")
+    a.acquire("wf")
+    assert fenced_insert(
+        "default", workflow_id="wf", engine_id="engine-a", epoch=1, rows=_rows("engine-a", 1, 0, 1)
+    )
+    assert list(WorkflowEvent.objects.order_by("seq").values_list("seq", "result")) == [
+        (0, 1),
+        (1, 1),
+    ]
+
+
+def test_one_statement_insert_after_a_takeover_writes_nothing(make_registry, clock, run):
+    a = make_registry("engine-a")
+    b = make_registry("engine-b")
+    a.acquire("wf")
+    clock.advance(PAST_DEADLINE)
+    assert b.claim("wf").epoch == 2
+    assert (
+        fenced_insert(
+            "default", workflow_id="wf", engine_id="engine-a", epoch=1, rows=_rows("engine-a", 1, 0)
+        )
+        is False
+    )
+    assert not WorkflowEvent.objects.exists()

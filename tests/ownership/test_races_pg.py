@@ -26,7 +26,7 @@ from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, Workflow
 from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced
+from weft_django.ownership.fence import fenced, fenced_insert
 from weft_django.ownership.results import Acquired, LostRace, NotExpired
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -407,3 +407,81 @@ def test_a_fenced_write_waiting_on_an_uncommitted_takeover_is_refused(engines):
     assert rival_box.get("result") == Acquired("wf", 2, takeover=True), rival_box
     assert isinstance(owner_box.get("error"), EngineDeposedError), owner_box
     assert not WorkflowEvent.objects.exists()
+
+
+def _event_row(seq: int, epoch: int, owner_id: str) -> tuple[Any, ...]:
+    return ("wf", seq, "step", "s", json.dumps(seq), None, owner_id, epoch, db_now())
+
+
+def test_a_one_statement_fenced_insert_waiting_on_an_uncommitted_takeover_inserts_nothing(
+    engines,
+):
+    owner_id, rival_id = engines(2)
+    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
+    assert ClaimRegistry(owner_id).acquire("wf") == Acquired("wf", 1)
+    expire_lease(owner_id)
+    taken, commit = threading.Event(), threading.Event()
+
+    def rival_takeover() -> Any:
+        with transaction.atomic():
+            result = ClaimRegistry(rival_id).takeover("wf", holder_id=owner_id, epoch=1)
+            taken.set()
+            assert commit.wait(10)
+        return result
+
+    def owner_insert() -> Any:
+        return fenced_insert(
+            "default",
+            workflow_id="wf",
+            engine_id=owner_id,
+            epoch=1,
+            rows=[_event_row(1, 1, owner_id)],
+        )
+
+    rival_thread, rival_box = in_thread(rival_takeover)
+    assert taken.wait(10)
+    owner_thread, owner_box = in_thread(owner_insert)
+    wait_until_blocked_on_a_lock(owner_box)  # FOR SHARE waits for the takeover
+    commit.set()
+    rival_thread.join(10)
+    owner_thread.join(10)
+    assert rival_box.get("result") == Acquired("wf", 2, takeover=True), rival_box
+    assert owner_box.get("result") is False, owner_box
+    assert not WorkflowEvent.objects.exists()
+
+
+def test_a_one_statement_fenced_insert_holds_off_a_takeover_until_it_commits(engines):
+    owner_id, rival_id = engines(2)
+    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
+    assert ClaimRegistry(owner_id).acquire("wf") == Acquired("wf", 1)
+    expire_lease(owner_id)
+    inside, finish = threading.Event(), threading.Event()
+
+    def owner_turn() -> Any:
+        with transaction.atomic():
+            inserted = fenced_insert(
+                "default",
+                workflow_id="wf",
+                engine_id=owner_id,
+                epoch=1,
+                rows=[_event_row(1, 1, owner_id), _event_row(2, 1, owner_id)],
+            )
+            inside.set()
+            assert finish.wait(10)
+        return inserted
+
+    owner_thread, owner_box = in_thread(owner_turn)
+    assert inside.wait(10)
+    rival_thread, rival_box = in_thread(
+        lambda: ClaimRegistry(rival_id).takeover("wf", holder_id=owner_id, epoch=1)
+    )
+    wait_until_blocked_on_a_lock(rival_box)
+    finish.set()
+    owner_thread.join(10)
+    rival_thread.join(10)
+    assert owner_box.get("result") is True, owner_box
+    assert rival_box.get("result") == Acquired("wf", 2, takeover=True), rival_box
+    assert list(WorkflowEvent.objects.order_by("seq").values_list("seq", "epoch")) == [
+        (1, 1),
+        (2, 1),
+    ]
