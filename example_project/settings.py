@@ -8,6 +8,8 @@ project), ``WEFT_OWNERSHIP``, ``WEFT_CLAIM_TTL``, ``WEFT_CLAIM_RENEW_INTERVAL``,
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import django
@@ -72,9 +74,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if django.VERSION >= (5, 1):
         options.setdefault("transaction_mode", "IMMEDIATE")
         options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+    # The test database is a file, not SQLite's shared-cache memory database:
+    # worker threads and the worker processes of tests/integration open their
+    # own connections to it (shared-cache memory databases fail with "table is
+    # locked" instead of waiting). One file per test process, so concurrent
+    # test runs never share it; pytest-django creates and deletes it.
     DATABASES["default"].setdefault("TEST", {})
-    if env.str("WEFT_TEST_SQLITE_FILE", default=""):
-        DATABASES["default"]["TEST"]["NAME"] = env.str("WEFT_TEST_SQLITE_FILE")
+    DATABASES["default"]["TEST"]["NAME"] = env.str(
+        "WEFT_TEST_SQLITE_FILE",
+        default=str(Path(tempfile.gettempdir()) / f"weft_test_{os.getpid()}.sqlite3"),
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True

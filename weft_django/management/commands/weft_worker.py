@@ -6,7 +6,9 @@ import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
+from weft_django.conf import get_settings
 from weft_django.exceptions import WeftConfigurationError, WeftError
 from weft_django.worker import Worker
 
@@ -43,6 +45,18 @@ class Command(BaseCommand):
             "--status-interval", type=float, default=60.0, help="seconds between status lines"
         )
 
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        # Before Django's system checks: invalid WEFT settings get the same one
+        # paragraph as every other refusal to start (the checks would list them
+        # as weft.E00x too, but as a multi-line report among unrelated checks).
+        try:
+            get_settings()
+        except WeftConfigurationError as exc:
+            raise CommandError(
+                f"weft_worker cannot start: {exc} Nothing was written to the database."
+            ) from exc
+        return super().execute(*args, **options)
+
     def handle(self, *args: Any, **options: Any) -> None:
         if options["log_level"]:
             logger = logging.getLogger("weft_django")
@@ -66,3 +80,8 @@ class Command(BaseCommand):
             ) from exc
         except WeftError as exc:
             raise CommandError(f"weft_worker stopped: {exc}") from exc
+        except DatabaseError as exc:
+            raise CommandError(
+                f"weft_worker stopped on a database error it cannot retry ({exc}). Check "
+                "DATABASES (or DATABASE_URL) and that the database is reachable and migrated."
+            ) from exc

@@ -1,0 +1,220 @@
+"""Shared plumbing of the benchmarks: scratch databases, Django setup, worker processes.
+
+Every benchmark creates and migrates its own scratch databases (PostgreSQL
+``weft_bench_<name>`` created with psycopg through the ``postgres``
+maintenance database, and/or a temporary SQLite file), runs real
+``manage.py weft_worker`` processes with ``tests.integration.settings``
+(the example project plus the ``itapp`` workflows) pointed at them by
+``DATABASE_URL``, and drops the databases at the end (``--keep`` keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.integration.helpers import (  # noqa: E402
+    IT_SETTINGS,
+    WorkerProcess,
+    run_manage,
+    wait_for,
+)
+from tests.integration.helpers import worker_env as _it_worker_env  # noqa: E402
+
+DEFAULT_PG = os.environ.get(
+    "WEFT_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
+
+__all__ = [
+    "IT_SETTINGS",
+    "REPO",
+    "Scratch",
+    "WorkerProcess",
+    "command_line",
+    "percentile",
+    "print_table",
+    "setup_django",
+    "wait_for",
+    "worker_env",
+]
+
+
+def command_line() -> str:
+    """The exact command that produced this output."""
+    argv = [Path(sys.executable).name, *sys.argv]
+    return " ".join(shlex.quote(part) for part in argv)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (p99 of 100 samples is the 99th smallest)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), int(-(-fraction * len(ordered) // 1))))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "min": min(values),
+        "p50": percentile(values, 0.50),
+        "p90": percentile(values, 0.90),
+        "p99": percentile(values, 0.99),
+        "max": max(values),
+        "mean": statistics.fmean(values),
+    }
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers], *[[_fmt(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for index, row in enumerate(cells):
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+        if index == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}"
+    return str(value)
+
+
+class Scratch:
+    """Scratch databases of one benchmark; ``drop_all()`` removes them."""
+
+    def __init__(self, name: str, *, keep: bool = False, pg_url: str = DEFAULT_PG) -> None:
+        self.name = name
+        self.keep = keep
+        self.pg_url = pg_url
+        self.pg_names: list[str] = []
+        self.files: list[Path] = []
+
+    def _admin(self) -> Any:
+        import psycopg
+
+        parts = urlsplit(self.pg_url)
+        return psycopg.connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 5432,
+            user=parts.username or "postgres",
+            password=parts.password,
+            dbname=(parts.path or "/postgres").lstrip("/") or "postgres",
+            autocommit=True,
+        )
+
+    def postgres(self, suffix: str = "") -> str:
+        """A fresh, empty PostgreSQL database; returns its URL."""
+        dbname = f"weft_bench_{self.name}{suffix}"
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        self.pg_names.append(dbname)
+        parts = urlsplit(self.pg_url)
+        return urlunsplit(("postgres", parts.netloc, f"/{dbname}", "", ""))
+
+    def sqlite(self, suffix: str = "") -> str:
+        path = Path(tempfile.gettempdir()) / f"weft_bench_{self.name}{suffix}_{os.getpid()}.sqlite3"
+        for extra in ("", "-wal", "-shm"):
+            Path(f"{path}{extra}").unlink(missing_ok=True)
+        self.files.append(path)
+        return f"sqlite:///{path}"
+
+    def migrate(self, url: str) -> None:
+        result = run_manage(["migrate", "-v", "0"], worker_env(url), timeout=300)
+        if result.returncode != 0:
+            raise SystemExit(f"migrate failed on {url}:\n{result.stdout}{result.stderr}")
+
+    def drop_all(self) -> None:
+        if self.keep:
+            return
+        if self.pg_names:
+            with self._admin() as conn:
+                for dbname in self.pg_names:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        for path in self.files:
+            for extra in ("", "-wal", "-shm"):
+                Path(f"{path}{extra}").unlink(missing_ok=True)
+
+
+def worker_env(url: str, **overrides: str) -> dict[str, str]:
+    """The integration tests' worker environment, with DEBUG off (as in production:
+    DEBUG=True makes Django keep every query in memory and costs CPU per query)."""
+    return _it_worker_env(url, **{"DJANGO_DEBUG": "false", **overrides})
+
+
+def setup_django(url: str, **env: str) -> None:
+    """Configure this process's Django for ``url`` (call once, before any model import)."""
+    os.environ.update(worker_env(url, **env))
+    import django
+
+    django.setup()
+
+
+class Workers:
+    """Worker processes of one benchmark run, with their logs in a temp directory."""
+
+    def __init__(self, url: str, log_dir: Path | None = None) -> None:
+        self.url = url
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="weft_bench_"))
+        self.started: list[WorkerProcess] = []
+
+    def start(self, name: str, *, concurrency: int = 4, **env: str) -> WorkerProcess:
+        process = WorkerProcess(
+            name,
+            worker_env(self.url, **env),
+            self.log_dir,
+            ["--concurrency", str(concurrency), "--shutdown-grace", "5"],
+        )
+        self.started.append(process)
+        return process
+
+    def wait_ready(self, process: WorkerProcess, timeout: float = 60.0) -> str:
+        from weft_django.models import Engine, EngineStatus
+
+        def registered() -> str | None:
+            if not process.alive:
+                raise SystemExit(f"{process.name} exited early:\n{process.tail()}")
+            return (
+                Engine.objects.filter(pid=process.pid, status=EngineStatus.RUNNING)
+                .values_list("id", flat=True)
+                .first()
+            )
+
+        process.engine_id = wait_for(registered, timeout, interval=0.05, what="a worker")
+        return process.engine_id
+
+    def kill_all(self) -> None:
+        for process in self.started:
+            process.kill()
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG,
+        help="maintenance database used to create/drop the scratch databases",
+    )
+    return parser
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    began = time.monotonic()
+    value = fn()
+    return value, time.monotonic() - began

@@ -1,0 +1,170 @@
+"""Helpers shared by the integration tests and the benchmarks: worker processes.
+
+A :class:`WorkerProcess` is a real ``python manage.py weft_worker`` child
+process pointed at a database by ``DATABASE_URL``, running
+:mod:`tests.integration.settings` unless told otherwise, with its output
+captured in a log file. Nothing here imports Django models, so the
+benchmarks can use it before Django is set up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+REPO = Path(__file__).resolve().parents[2]
+IT_SETTINGS = "tests.integration.settings"
+
+# Short timings: a crashed owner is taken over after at most
+# CLAIM_TTL + 3 x CLAIM_RENEW_INTERVAL = 6 s.
+FAST = {
+    "WEFT_CLAIM_TTL": "3",
+    "WEFT_CLAIM_RENEW_INTERVAL": "1",
+    "WEFT_LEASE_TTL": "3",
+    "WEFT_LEASE_RENEW_INTERVAL": "1",
+    "WEFT_TICK_INTERVAL": "0.05",
+}
+
+T = TypeVar("T")
+
+
+def database_url(settings_dict: Mapping[str, Any]) -> str:
+    """A ``DATABASE_URL`` for the database described by a Django ``settings_dict``."""
+    engine = settings_dict["ENGINE"]
+    name = str(settings_dict["NAME"])
+    if engine.endswith("sqlite3"):
+        return f"sqlite:///{Path(name).resolve()}"
+    if "postgresql" in engine:
+        user = quote(settings_dict.get("USER") or "", safe="")
+        password = quote(settings_dict.get("PASSWORD") or "", safe="")
+        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        host = settings_dict.get("HOST") or "127.0.0.1"
+        port = settings_dict.get("PORT") or 5432
+        return f"postgres://{auth}{host}:{port}/{quote(name, safe='')}"
+    raise ValueError(f"no DATABASE_URL for engine {engine!r}")
+
+
+def worker_env(db_url: str, *, settings: str = IT_SETTINGS, **overrides: str) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("WEFT_", "PYTEST_")) and key != "DJANGO_SETTINGS_MODULE"
+    }
+    env.update(FAST)
+    env.update(
+        DATABASE_URL=db_url,
+        DJANGO_SETTINGS_MODULE=settings,
+        PYTHONUNBUFFERED="1",
+        WEFT_LOG_LEVEL="INFO",
+    )
+    env.update({key: str(value) for key, value in overrides.items()})
+    return env
+
+
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float,
+    *,
+    interval: float = 0.02,
+    what: str = "condition",
+    on_timeout: Callable[[], str] | None = None,
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; return that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            detail = f"\n{on_timeout()}" if on_timeout is not None else ""
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+class WorkerProcess:
+    """One ``manage.py weft_worker`` process with its log captured to a file."""
+
+    def __init__(
+        self,
+        name: str,
+        env: Mapping[str, str],
+        log_dir: Path,
+        args: list[str] | None = None,
+        command: str = "weft_worker",
+    ) -> None:
+        self.name = name
+        self.log_path = Path(log_dir) / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
+        self.args = [sys.executable, "manage.py", command, *(args or [])]
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.args,
+            cwd=REPO,
+            env=dict(env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        self.engine_id: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def send(self, sig: int) -> float:
+        """Send ``sig``; returns ``time.monotonic()`` right after sending."""
+        os.kill(self.proc.pid, sig)
+        return time.monotonic()
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._log.close()
+        return code
+
+    def kill(self) -> None:
+        """SIGCONT (in case it is stopped), SIGKILL, reap. Safe to call twice."""
+        if self.proc.poll() is None:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(self.proc.pid, sig)
+                except ProcessLookupError:
+                    break
+        try:
+            self.proc.wait(timeout=10)
+        finally:
+            self._log.close()
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log().splitlines()[-lines:]
+        return f"--- {self.name} (pid {self.pid}) log tail ---\n" + "\n".join(text)
+
+
+def run_manage(
+    args: list[str], env: Mapping[str, str], *, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python manage.py <args>`` to completion, capturing its output."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

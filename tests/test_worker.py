@@ -1,0 +1,459 @@
+"""The Worker driven in-process: lifecycle, passes, errors, shutdown (DESIGN.md §4.4, §6).
+
+Each test runs ``Worker.run()`` in a thread of its own (so
+``install_signal_handlers=False``) with short timings, and stops it with
+``stop()`` from the test's thread. Worker threads use their own database
+connections, so every test is ``transaction=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connections
+
+import weft_django as weft
+from weft_django import Context
+from weft_django import worker as worker_module
+from weft_django.models import (
+    Claim,
+    Engine,
+    EngineKind,
+    EngineStatus,
+    OwnershipMarker,
+    RunStatus,
+    WorkflowRun,
+)
+from weft_django.ownership.clock import db_now
+from weft_django.ownership.passes import PassResult
+from weft_django.ownership.results import LostRace
+from weft_django.runtime import registry
+from weft_django.runtime.engine import WorkflowEngine
+from weft_django.worker import Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RENEW = 0.2
+
+
+def _noop(index: int) -> int:
+    return index
+
+
+@weft.workflow(name="tw.steps")
+def tw_steps(ctx: Context, n: int = 3) -> int:
+    for index in range(n):
+        ctx.step(_noop, index, name=f"n{index}")
+    return n
+
+
+@weft.workflow(name="tw.waiter")
+def tw_waiter(ctx: Context) -> Any:
+    ctx.step(_noop, 0, name="before")
+    return ctx.wait_for_signal("go")
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def completed(run_ids: list[str]) -> bool:
+    return WorkflowRun.objects.filter(pk__in=run_ids, status=RunStatus.COMPLETED).count() == len(
+        run_ids
+    )
+
+
+class Passes:
+    """An ``on_pass`` callback that keeps (thread name, result) in arrival order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, PassResult]] = []
+
+    def __call__(self, result: PassResult) -> None:
+        with self.lock:
+            self.seen.append((threading.current_thread().name, result))
+
+    def named(self, name: str) -> list[PassResult]:
+        with self.lock:
+            return [result for _thread, result in self.seen if result.name == name]
+
+    def by_thread(self, thread: str) -> list[str]:
+        with self.lock:
+            return [result.name for name, result in self.seen if name == thread]
+
+
+class Running:
+    """A Worker running in a thread of its own."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.returned: int | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name="test-worker-main", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        try:
+            self.returned = self.worker.run()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            connections.close_all()
+
+    def wait_started(self) -> Running:
+        engine = self.worker.engine
+        wait_for(lambda: engine.started or self.error or not self.thread.is_alive(), 10, "boot")
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def stop(self, timeout: float = 20.0) -> None:
+        self.worker.stop()
+        self.join(timeout)
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the worker did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture
+def fast(weft_settings: Callable[..., None]) -> Callable[..., None]:
+    weft_settings(CLAIM_TTL=1.0, CLAIM_RENEW_INTERVAL=RENEW, TICK_INTERVAL=0.02)
+    return weft_settings
+
+
+@pytest.fixture
+def start_worker(fast: Callable[..., None]) -> Iterator[Callable[..., Running]]:
+    started: list[Running] = []
+
+    def start(**kwargs: Any) -> Running:
+        kwargs.setdefault("install_signal_handlers", False)
+        kwargs.setdefault("concurrency", 2)
+        kwargs.setdefault("shutdown_grace", 5.0)
+        running = Running(Worker(**kwargs))
+        started.append(running)
+        return running.wait_started()
+
+    yield start
+    for running in started:
+        if running.thread.is_alive():
+            running.stop()
+
+
+def _ownerless_waiter(run_id: str) -> str:
+    """A run parked on a signal whose engine shut down gracefully: no holder."""
+    weft.start("tw.waiter", workflow_id=run_id)
+    engine = WorkflowEngine(kind=EngineKind.TEST).start()
+    engine.claim_and_drive(run_id)
+    assert WorkflowRun.objects.get(pk=run_id).status == RunStatus.WAITING
+    engine.shutdown()
+    assert Claim.objects.get(workflow_id=run_id).holder_id is None
+    return run_id
+
+
+# -- lifecycle ----------------------------------------------------------------------
+
+
+def test_run_and_stop_from_another_thread(start_worker):
+    running = start_worker()
+    engine_id = running.worker.engine.engine_id
+    assert Engine.objects.get(id=engine_id).status == EngineStatus.RUNNING
+    run_ids = [weft.start("tw.steps", 3).id for _ in range(5)]
+    wait_for(lambda: completed(run_ids), 15, "the runs to complete")
+    running.stop()
+    assert running.returned == 0
+    engine = Engine.objects.get(id=engine_id)
+    assert engine.status == EngineStatus.STOPPED
+    assert engine.stopped_at is not None
+    assert running.worker.turns_done >= 5
+
+
+def test_once_exits_when_idle(fast):
+    run_ids = [weft.start("tw.steps", 2).id for _ in range(4)]
+    running = Running(Worker(once=True, install_signal_handlers=False, concurrency=2))
+    running.join(30)
+    assert running.returned == 0
+    assert completed(run_ids)
+    engine = Engine.objects.get(id=running.worker.engine.engine_id)
+    assert engine.status == EngineStatus.STOPPED
+
+
+def test_once_with_nothing_to_do_exits_at_once(fast):
+    began = time.monotonic()
+    running = Running(Worker(once=True, install_signal_handlers=False))
+    running.join(15)
+    assert running.returned == 0
+    assert time.monotonic() - began < 5
+
+
+def test_once_leaves_parked_runs_parked(fast):
+    run_id = weft.start("tw.waiter").id
+    running = Running(Worker(once=True, install_signal_handlers=False))
+    running.join(15)
+    assert WorkflowRun.objects.get(pk=run_id).status == RunStatus.WAITING
+    assert Claim.objects.get(workflow_id=run_id).holder_id is None  # released at shutdown
+
+
+def test_graceful_shutdown_releases_every_claim(start_worker, caplog):
+    caplog.set_level(logging.INFO, logger="weft_django.worker")
+    running = start_worker()
+    run_ids = [weft.start("tw.waiter").id for _ in range(3)]
+    engine_id = running.worker.engine.engine_id
+    wait_for(
+        lambda: (
+            Claim.objects.filter(holder_id=engine_id).count() == 3
+            and WorkflowRun.objects.filter(pk__in=run_ids, status=RunStatus.WAITING).count() == 3
+        ),
+        10,
+        "the runs to park",
+    )
+    running.stop()
+    assert not Claim.objects.filter(holder__isnull=False).exists()
+    assert set(Claim.objects.values_list("epoch", flat=True)) == {1}  # epoch unchanged
+    assert "released 3 claim(s)" in caplog.text
+
+
+def test_boot_failure_after_registration_marks_the_engine_stopped(fast):
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        worker = Worker(install_signal_handlers=False, metrics_port=port)
+        with pytest.raises(OSError):
+            worker.run()
+    engine = Engine.objects.get(id=worker.engine.engine_id)
+    assert engine.status == EngineStatus.STOPPED
+
+
+def test_concurrency_must_be_positive():
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker(concurrency=0)
+
+
+# -- passes -------------------------------------------------------------------------
+
+
+def test_pass_order_and_on_pass_results(fast, start_worker):
+    fast(TICK_INTERVAL=30.0, NOTIFY=False)  # only the signal poll can deliver a signal
+    ownerless = _ownerless_waiter("ownerless-1")
+    passes = Passes()
+    running = start_worker(on_pass=passes)
+
+    wait_for(lambda: passes.named("reclaim") and passes.named("signal_poll"), 10, "passes")
+    reclaimed = next(p for p in passes.named("reclaim") if p.outcomes)
+    assert reclaimed.outcomes == {ownerless: "reclaimed"}
+    assert reclaimed.counts["reclaimed"] == 1
+    assert reclaimed.finished_at is not None and reclaimed.finished_at >= reclaimed.started_at
+    engine_id = running.worker.engine.engine_id
+    wait_for(lambda: Claim.objects.filter(workflow_id=ownerless, holder_id=engine_id).exists())
+
+    # Let the reclaimed run's turn and the tick that follows it finish: a signal
+    # stored before that is delivered by them, not by the poll under test.
+    worker = running.worker
+    wait_for(lambda: worker.turns_done >= 1 and worker._idle(), 10, "the reclaimed turn")
+    time.sleep(0.3)
+    # Parked and held: the signal poll reports it not_buffered until a signal is stored.
+    wait_for(
+        lambda: any(
+            p.outcomes.get(ownerless) == "not_buffered" for p in passes.named("signal_poll")
+        ),
+        10,
+        "a not_buffered outcome",
+    )
+    weft.signal(ownerless, "go", "hello")
+    wait_for(lambda: completed([ownerless]), 10, "the signal poll to deliver the signal")
+    # (The turn can finish before the pass that woke it has published its result.)
+    woken = wait_for(
+        lambda: [p for p in passes.named("signal_poll") if p.outcomes.get(ownerless) == "woken"],
+        5,
+        "the woken outcome",
+    )
+    assert len(woken) == 1 and woken[0].count("woken") == 1
+
+    renewals = passes.named("renew")
+    assert renewals and all(p.finished_at is not None for p in renewals)
+    assert any(p.outcomes.get(ownerless) == "renewed" for p in renewals)
+    running.stop()
+
+    # The renewal thread runs pass 1 only; the scan thread passes 2, 3, 4, in order.
+    assert set(passes.by_thread("weft-renewal")) == {"renew"}
+    scans = passes.by_thread("weft-scans")
+    cycle = ["reclaim", "signal_poll", "update_poll"]
+    assert scans[: len(cycle)] == cycle
+    for index, name in enumerate(scans):
+        assert name == cycle[index % len(cycle)], scans
+    assert running.worker.last_passes.keys() >= {"renew", *cycle}
+
+
+def test_database_error_in_a_pass_is_logged_and_the_loop_continues(
+    start_worker, monkeypatch, caplog
+):
+    caplog.set_level(logging.WARNING, logger="weft_django.worker")
+    real = worker_module.reclaim_scan
+    calls: list[int] = []
+
+    def flaky_scan(engine: WorkflowEngine, **kwargs: Any) -> PassResult:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("simulated: server closed the connection unexpectedly")
+        return real(engine, **kwargs)
+
+    monkeypatch.setattr(worker_module, "reclaim_scan", flaky_scan)
+    passes = Passes()
+    running = start_worker(on_pass=passes)
+    wait_for(lambda: len(passes.named("reclaim")) >= 2, 10, "two reclaim passes after the error")
+    assert "reclaim: database error, retried next time: simulated" in caplog.text
+    run_ids = [weft.start("tw.steps", 2).id for _ in range(3)]
+    wait_for(lambda: completed(run_ids), 10, "runs to complete after the error")
+    assert all(t.is_alive() for t in running.worker._threads)
+
+
+def test_database_error_in_the_tick_and_renewal_is_retried(start_worker, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="weft_django.worker")
+    failures = {"tick": 1, "renew": 1}
+    real_claim_pending = Worker._claim_pending
+    real_renew_pass = Worker._renew_pass
+
+    def claim_pending(self: Worker, *args: Any) -> list[str]:
+        if failures["tick"]:
+            failures["tick"] -= 1
+            raise OperationalError("simulated tick failure")
+        return real_claim_pending(self, *args)
+
+    def renew_pass(self: Worker) -> None:
+        if failures["renew"]:
+            failures["renew"] -= 1
+            raise OperationalError("simulated renewal failure")
+        real_renew_pass(self)
+
+    monkeypatch.setattr(Worker, "_claim_pending", claim_pending)
+    monkeypatch.setattr(Worker, "_renew_pass", renew_pass)
+    passes = Passes()
+    start_worker(on_pass=passes)
+    run_ids = [weft.start("tw.steps", 2).id for _ in range(3)]
+    wait_for(lambda: completed(run_ids), 10, "runs to complete after the errors")
+    wait_for(lambda: passes.named("renew"), 5, "a renewal after the failed one")
+    assert "tick: database error, retried next time: simulated tick failure" in caplog.text
+    assert "renew: database error, retried next time: simulated renewal failure" in caplog.text
+
+
+# -- stopping -----------------------------------------------------------------------
+
+
+def test_stop_marks_the_engine_disposing_before_in_flight_passes_can_claim(
+    start_worker, monkeypatch
+):
+    run_id = _ownerless_waiter("ownerless-2")
+    entered, release = threading.Event(), threading.Event()
+    real = registry.is_registered
+
+    def gated(name: str) -> bool:
+        # The reclaim scan checks eligibility right before it claims: hold the
+        # scan thread there, so the pass is in flight when stop() is called.
+        if threading.current_thread().name == "weft-scans" and name == "tw.waiter":
+            entered.set()
+            release.wait(10)
+        return real(name)
+
+    monkeypatch.setattr(registry, "is_registered", gated)
+    passes = Passes()
+    running = start_worker(on_pass=passes)
+    assert entered.wait(10), "the reclaim pass never reached the run"
+
+    running.worker.stop()
+    engine = running.worker.engine
+    assert engine.stopping.is_set() and engine.claims.disposing
+    release.set()
+    running.join(20)
+
+    assert Claim.objects.get(workflow_id=run_id).holder_id is None
+    reclaim = [p.outcomes.get(run_id) for p in passes.named("reclaim") if run_id in p.outcomes]
+    assert reclaim == ["lost_race"]
+    assert WorkflowRun.objects.get(pk=run_id).status == RunStatus.WAITING
+    assert Engine.objects.get(id=engine.engine_id).status == EngineStatus.STOPPED
+
+
+def test_after_stop_nothing_is_claimed_or_submitted(start_worker):
+    running = start_worker(on_pass=None)
+    worker = running.worker
+    worker.stop()
+    pending = weft.start("tw.steps").id
+    assert isinstance(worker.engine.acquire(pending), LostRace)
+    assert worker._submit(pending) == 0
+    running.join(20)
+    assert WorkflowRun.objects.get(pk=pending).status == RunStatus.PENDING
+    assert not Claim.objects.filter(workflow_id=pending, holder__isnull=False).exists()
+
+
+# -- mode lease ---------------------------------------------------------------------
+
+
+def test_lease_mode_recovers_runs_left_running_by_a_dead_holder(fast, start_worker):
+    OwnershipMarker.objects.all().delete()
+    fast(OWNERSHIP="lease", LEASE_TTL=1.0, LEASE_RENEW_INTERVAL=RENEW)
+    run_id = weft.start("tw.steps", 3).id
+    # What a holder that died mid-turn leaves: running, no wake hint, no timer.
+    WorkflowRun.objects.filter(pk=run_id).update(status=RunStatus.RUNNING)
+    passes = Passes()
+    start_worker(on_pass=passes)
+    wait_for(lambda: completed([run_id]), 10, "the orphaned run to be driven")
+    assert any(p.outcomes.get(run_id) == "reclaimed" for p in passes.named("reclaim"))
+
+
+def test_lease_mode_tick_ignores_due_runs_of_unregistered_types(fast):
+    fast(OWNERSHIP="lease")
+    now = db_now()
+    WorkflowRun.objects.create(
+        id="alien", workflow_name="tw.not_registered_here", status=RunStatus.WAITING, wake_at=now
+    )
+    mine = weft.start("tw.waiter").id
+    WorkflowRun.objects.filter(pk=mine).update(status=RunStatus.WAITING, wake_at=now)
+    worker = Worker(install_signal_handlers=False)
+    assert worker._due_runs(now) == [mine]
+
+
+# -- connections ------------------------------------------------------------------------
+
+
+def test_recycle_keeps_a_healthy_connection_and_drops_a_broken_one(monkeypatch):
+    from django.db import connection
+
+    from weft_django.worker import recycle_connections
+
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0  # Django's default
+    connection.ensure_connection()
+    raw = connection.connection
+    recycle_connections()  # close_old_connections() would close it (CONN_MAX_AGE = 0)
+    assert connection.connection is raw
+    connection.errors_occurred = True
+    monkeypatch.setattr(connection, "is_usable", lambda: False)
+    recycle_connections()
+    assert connection.connection is None
+
+
+@pytest.mark.django_db(transaction=False)
+def test_recycle_leaves_a_callers_transaction_alone():
+    from django.db import connection
+
+    from weft_django.worker import recycle_connections
+
+    assert connection.in_atomic_block  # the test's own transaction
+    raw = connection.connection
+    recycle_connections()
+    assert connection.connection is raw
