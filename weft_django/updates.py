@@ -21,7 +21,8 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.transaction import TransactionManagementError
 
 from .conf import get_settings
 from .exceptions import (
@@ -36,15 +37,17 @@ from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun
 from .notify import notify
 from .ownership.clock import db_now
 from .runtime.payload import encode
-from .runtime.query import replay_read_only, run_query
+from .runtime.query import load_run, replay_read_only, run_query
 
 USING = "default"
 
 
-def _prevalidate(workflow_id: str, name: str, payload: Any) -> None:
+def _prevalidate(
+    workflow_id: str, name: str, payload: Any, run: dict[str, Any], update_id: str | None
+) -> None:
     """Run the handler's validator now if the run has registered it already."""
     try:
-        ctx, _run = replay_read_only(workflow_id, using=USING)
+        ctx, _run = replay_read_only(workflow_id, using=USING, run=run)
     except (QueryError, WorkflowNotRegisteredError):
         return  # pending, not replayable here: validated at delivery
     handler = ctx._update_handlers.get(name)
@@ -53,7 +56,8 @@ def _prevalidate(workflow_id: str, name: str, payload: Any) -> None:
     try:
         handler.validator(payload)
     except Exception as exc:
-        raise UpdateRejectedError("(not stored)", f"{type(exc).__name__}: {exc}") from None
+        # The same message as a rejection at delivery (Turn.drain_updates).
+        raise UpdateRejectedError(update_id or "(not stored)", str(exc)) from None
 
 
 def update(
@@ -70,18 +74,26 @@ def update(
     if update_id is not None and (not isinstance(update_id, str) or not 0 < len(update_id) <= 255):
         raise ValueError("update_id must be a non-empty string of at most 255 characters")
     encoded = encode(payload, f"payload of update {name!r}")
-    status = (
-        WorkflowRun.objects.using(USING).filter(pk=workflow_id).values_list("status", flat=True)
-    ).first()
-    if status is None:
+    run = load_run(workflow_id, using=USING)  # also what the pre-validation replays
+    if run is None:
         raise WorkflowNotFoundError(workflow_id)
+    status = run["status"]
     existing = update_id is not None and (
         UpdateRequest.objects.using(USING).filter(run_id=workflow_id, update_id=update_id).exists()
     )
     if not existing:
         if status in TERMINAL_STATUSES:
             raise WorkflowTerminalError(workflow_id, status)
-        _prevalidate(workflow_id, name, encoded)
+        _prevalidate(workflow_id, name, encoded, run, update_id)
+        if timeout > 0 and connections[USING].in_atomic_block:
+            raise TransactionManagementError(
+                "weft.update() cannot wait for an answer inside transaction.atomic(): the "
+                "workflow's owner sees the request only once this transaction commits, so "
+                "the wait could only time out. Call it outside the atomic block (for a view "
+                "under ATOMIC_REQUESTS, decorate it with @transaction.non_atomic_requests), "
+                "or pass timeout=0 to store the request with this transaction and collect "
+                "the answer later by calling update() again with its update_id."
+            )
         update_id = update_id or uuid.uuid4().hex
         with transaction.atomic(using=USING):
             now = db_now(USING)
@@ -118,9 +130,21 @@ def _status(workflow_id: str) -> str:
     return status
 
 
+# How often a caller re-reads its request while waiting for the answer: finely at
+# first (with NOTIFY an owner answers within tens of milliseconds, without it
+# within a fast tick), then backing off to bound the load of long waits.
+POLL_FIRST = 0.002
+POLL_GROWTH = 1.25
+POLL_FINE_CAP = 0.01
+POLL_FINE_FOR = 1.0
+POLL_MAX = 0.1
+
+
 def wait_for_response(workflow_id: str, update_id: str, *, timeout: float) -> Any:
-    deadline = time.monotonic() + max(timeout, 0.0)
-    delay = 0.005
+    """Wait for the answer to a stored request; raise what ``update()`` raises."""
+    began = time.monotonic()
+    deadline = began + max(timeout, 0.0)
+    delay = POLL_FIRST
     while True:
         row = (
             UpdateRequest.objects.using(USING)
@@ -134,6 +158,9 @@ def wait_for_response(workflow_id: str, update_id: str, *, timeout: float) -> An
         if status == UpdateStatus.APPLIED:
             return response
         if status in (UpdateStatus.REJECTED, UpdateStatus.FAILED):
+            if (error or {}).get("type") == "WorkflowTerminal" and run_status in TERMINAL_STATUSES:
+                # Never applied: the run ended first (Turn.finish refused it).
+                raise WorkflowTerminalError(workflow_id, run_status)
             message = (error or {}).get("message", status)
             raise UpdateRejectedError(update_id, message)
         if run_status in TERMINAL_STATUSES:
@@ -142,7 +169,8 @@ def wait_for_response(workflow_id: str, update_id: str, *, timeout: float) -> An
         if now >= deadline:
             raise UpdateTimeoutError(update_id)
         time.sleep(min(delay, deadline - now))
-        delay = min(delay * 1.5, 0.1)
+        cap = POLL_FINE_CAP if now - began < POLL_FINE_FOR else POLL_MAX
+        delay = min(delay * POLL_GROWTH, cap)
 
 
 def query(workflow_id: str, name: str, *args: Any) -> Any:

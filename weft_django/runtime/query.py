@@ -46,14 +46,23 @@ class ReplayTurn:
     child_outcome = start_child = drain_updates = claim_update = respond_update = _stop
 
 
-def replay_read_only(workflow_id: str, *, using: str = "default") -> tuple[Context, dict[str, Any]]:
-    """Replay the run's history without writing; returns its context and run row."""
-    run = (
-        WorkflowRun.objects.using(using)
-        .filter(pk=workflow_id)
-        .values("id", "workflow_name", "status", "args", "kwargs", "parent_id")
-        .first()
-    )
+RUN_FIELDS = ("id", "workflow_name", "status", "args", "kwargs", "parent_id")
+
+
+def load_run(workflow_id: str, *, using: str = "default") -> dict[str, Any] | None:
+    """The run row fields a read-only replay needs (None when there is no such run)."""
+    return WorkflowRun.objects.using(using).filter(pk=workflow_id).values(*RUN_FIELDS).first()
+
+
+def replay_read_only(
+    workflow_id: str, *, using: str = "default", run: dict[str, Any] | None = None
+) -> tuple[Context, dict[str, Any]]:
+    """Replay the run's history without writing; returns its context and run row.
+
+    ``run`` is the row from :func:`load_run` when the caller has just read it.
+    """
+    if run is None:
+        run = load_run(workflow_id, using=using)
     if run is None:
         raise WorkflowNotFoundError(workflow_id)
     if run["status"] == RunStatus.PENDING:

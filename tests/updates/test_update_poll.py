@@ -1,0 +1,220 @@
+"""Pass 4, the owner-side update poll: in isolation with fake targets, then on an engine."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+import weft_django as weft
+from weft_django import WeftWorkflowWakeDiscardedWarning
+from weft_django.models import Engine, UpdateStatus
+from weft_django.ownership.clock import db_now
+from weft_django.ownership.update_poll import (
+    DRAIN_FAILED,
+    DRAINED,
+    NO_PENDING,
+    UpdatePollResult,
+    update_poll_pass,
+)
+from weft_django.worker import Worker
+
+from .conftest import answer, expire_lease, send, statuses
+
+T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+class StepClock:
+    """Each call returns the next second after T0."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> datetime:
+        self.calls += 1
+        return T0 + timedelta(seconds=self.calls - 1)
+
+
+class FakeTarget:
+    def __init__(
+        self,
+        held: list[str],
+        pending: set[str],
+        *,
+        failing_drains: set[str] = frozenset(),  # type: ignore[assignment]
+        failing_probe: Callable[[list[str]], bool] = lambda ids: False,
+    ) -> None:
+        self.held = held
+        self.pending = pending
+        self.failing_drains = failing_drains
+        self.failing_probe = failing_probe
+        self.probes: list[list[str]] = []
+        self.drained: list[str] = []
+
+    def held_run_ids(self) -> list[str]:
+        return list(self.held)
+
+    def runs_with_pending_updates(self, run_ids: list[str]) -> set[str]:
+        self.probes.append(list(run_ids))
+        if self.failing_probe(run_ids):
+            raise ConnectionError("probe lost its connection")
+        return {run_id for run_id in run_ids if run_id in self.pending}
+
+    def drain_updates(self, run_id: str) -> None:
+        self.drained.append(run_id)
+        if run_id in self.failing_drains:
+            raise RuntimeError(f"drain of {run_id} broke")
+
+
+def outcomes(result: UpdatePollResult) -> list[tuple[str, str]]:
+    return [(item.run_id, item.outcome) for item in result.outcomes]
+
+
+def test_outcomes_are_in_iteration_order_and_only_pending_runs_are_drained() -> None:
+    target = FakeTarget(["c", "a", "d", "b"], pending={"a", "b"})
+    result = update_poll_pass(target, clock=StepClock())
+    assert outcomes(result) == [
+        ("c", NO_PENDING),
+        ("a", DRAINED),
+        ("d", NO_PENDING),
+        ("b", DRAINED),
+    ]
+    assert target.drained == ["a", "b"]
+    assert target.probes == [["c", "a", "d", "b"]]
+    assert result.drained_count == 2
+
+
+def test_a_failing_drain_does_not_stop_later_runs() -> None:
+    target = FakeTarget(["r1", "r2", "r3", "r4"], pending={"r1", "r2", "r3"}, failing_drains={"r2"})
+    result = update_poll_pass(target, clock=StepClock())
+    assert outcomes(result) == [
+        ("r1", DRAINED),
+        ("r2", DRAIN_FAILED),
+        ("r3", DRAINED),
+        ("r4", NO_PENDING),
+    ]
+    assert target.drained == ["r1", "r2", "r3"]
+    assert result.drained_count == 2
+    failed = result.outcomes[1]
+    assert isinstance(failed.error, RuntimeError)
+    assert failed.as_dict() == {
+        "run_id": "r2",
+        "outcome": DRAIN_FAILED,
+        "error": "RuntimeError: drain of r2 broke",
+    }
+
+
+def test_times_come_from_the_injected_clock() -> None:
+    clock = StepClock()
+    result = update_poll_pass(FakeTarget(["x"], pending={"x"}), clock=clock)
+    assert result.started_at == T0
+    assert result.finished_at == T0 + timedelta(seconds=1)
+    assert clock.calls == 2
+    summary = result.as_dict()
+    assert json.loads(json.dumps(summary)) == {
+        "pass": "update_poll",
+        "started_at": T0.isoformat(),
+        "finished_at": (T0 + timedelta(seconds=1)).isoformat(),
+        "drained_count": 1,
+        "outcomes": [{"run_id": "x", "outcome": DRAINED}],
+    }
+
+
+def test_a_failing_probe_marks_only_its_chunk_drain_failed() -> None:
+    held = [f"r{i}" for i in range(7)]
+    target = FakeTarget(
+        held,
+        pending={"r0", "r3", "r5", "r6"},
+        failing_probe=lambda ids: "r3" in ids,
+    )
+    result = update_poll_pass(target, clock=StepClock(), chunk=3)
+    assert target.probes == [["r0", "r1", "r2"], ["r3", "r4", "r5"], ["r6"]]
+    assert outcomes(result) == [
+        ("r0", DRAINED),
+        ("r1", NO_PENDING),
+        ("r2", NO_PENDING),
+        ("r3", DRAIN_FAILED),
+        ("r4", DRAIN_FAILED),
+        ("r5", DRAIN_FAILED),
+        ("r6", DRAINED),
+    ]
+    assert target.drained == ["r0", "r6"]  # nothing in the failed chunk was drained
+    assert all(isinstance(o.error, ConnectionError) for o in result.outcomes[3:6])
+    assert result.drained_count == 2
+
+
+def test_no_held_runs_is_an_empty_pass() -> None:
+    target = FakeTarget([], pending=set())
+    result = update_poll_pass(target, clock=StepClock())
+    assert result.outcomes == [] and result.drained_count == 0
+    assert target.probes == []
+    assert result.finished_at is not None
+
+
+def test_outcomes_are_counted_in_metrics(metric: Callable[..., float]) -> None:
+    def value(outcome: str) -> float:
+        return metric("weft_pass_outcomes_total", pass_name="update_poll", outcome=outcome)
+
+    before = {o: value(o) for o in (DRAINED, NO_PENDING, DRAIN_FAILED)}
+    update_poll_pass(
+        FakeTarget(["a", "b", "c"], pending={"a", "b"}, failing_drains={"b"}), clock=StepClock()
+    )
+    assert {o: value(o) - before[o] for o in before} == {
+        DRAINED: 1,
+        NO_PENDING: 1,
+        DRAIN_FAILED: 1,
+    }
+
+
+# -- on a real engine, through the worker's target ------------------------------------
+
+
+def _worker(engine: Any) -> Worker:
+    return Worker(engine=engine, install_signal_handlers=False)
+
+
+def test_the_worker_pass_drains_held_runs_with_pending_updates(
+    make_engine: Callable[..., Any],
+) -> None:
+    engine = make_engine()
+    for run in ("p1", "p2", "p3"):
+        weft.start("tests.updates.counter", workflow_id=run)
+        engine.acquire(run)
+        engine.drive(run)
+    first, second = send("p2", "add", 1), send("p2", "add", 2)
+    worker = _worker(engine)
+    worker._update_pass()
+    result = worker.last_passes["update_poll"]
+    assert result.outcomes == {"p1": NO_PENDING, "p2": DRAINED, "p3": NO_PENDING}
+    assert [answer("p2", first)["total"], answer("p2", second)["total"]] == [1, 3]
+
+    worker._update_pass()  # nothing left
+    assert worker.last_passes["update_poll"].outcomes["p2"] == NO_PENDING
+
+
+def test_the_worker_pass_reports_a_run_taken_over_as_drain_failed(
+    make_engine: Callable[..., Any],
+) -> None:
+    engine_a, engine_b = make_engine(), make_engine()
+    for run in ("p4", "p5"):
+        weft.start("tests.updates.counter", workflow_id=run)
+        engine_a.acquire(run)
+        engine_a.drive(run)
+    lost = send("p4", "add", 1)
+    kept = send("p5", "add", 2)
+    expire_lease(engine_a)
+    engine_b.acquire("p4")  # A does not know yet; its lease is live again below
+    Engine.objects.filter(id=engine_a.engine_id).update(
+        lease_expires_at=db_now() + timedelta(minutes=5)
+    )
+    worker = _worker(engine_a)
+    with pytest.warns(WeftWorkflowWakeDiscardedWarning):
+        worker._update_pass()
+    result = worker.last_passes["update_poll"]
+    assert result.outcomes == {"p4": DRAIN_FAILED, "p5": DRAINED}
+    assert "no longer held" in result.errors["p4"]
+    assert statuses("p4") == {lost: UpdateStatus.PENDING}
+    assert answer("p5", kept)["total"] == 2
