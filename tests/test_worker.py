@@ -434,7 +434,7 @@ def test_lease_mode_tick_ignores_due_runs_of_unregistered_types(fast):
 def test_recycle_keeps_a_healthy_connection_and_drops_a_broken_one(monkeypatch):
     from django.db import connection
 
-    from weft_django.worker import recycle_connections
+    from weft_django.pool import recycle_connections
 
     assert connection.settings_dict["CONN_MAX_AGE"] == 0  # Django's default
     connection.ensure_connection()
@@ -451,7 +451,7 @@ def test_recycle_keeps_a_healthy_connection_and_drops_a_broken_one(monkeypatch):
 def test_recycle_leaves_a_callers_transaction_alone():
     from django.db import connection
 
-    from weft_django.worker import recycle_connections
+    from weft_django.pool import recycle_connections
 
     assert connection.in_atomic_block  # the test's own transaction
     raw = connection.connection

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import (
     EngineDeposedError,
+    HandlerError,
     NonDeterminismError,
     OwnershipModeMismatchError,
     PayloadError,
@@ -80,6 +81,7 @@ __all__ = [
     "ChildHandle",
     "Context",
     "EngineDeposedError",
+    "HandlerError",
     "NonDeterminismError",
     "OwnershipModeMismatchError",
     "PayloadError",

@@ -41,6 +41,7 @@ from .ownership.clock import db_now
 from .runtime import registry
 from .runtime.payload import encode, encode_call
 from .runtime.registry import WorkflowDefinition
+from .updates import close_open_requests
 
 USING = "default"
 MAX_ID_LENGTH = 255
@@ -192,6 +193,8 @@ def _external_transition(workflow_id: str, status: str, *, allowed: tuple[str, .
         )
         if changed != 1:
             raise WorkflowTerminalError(workflow_id, _status_of(workflow_id))
+        if status in TERMINAL_STATUSES:
+            close_open_requests(workflow_id, status, now=now, using=USING)
         parent_id = (
             WorkflowRun.objects.using(USING)
             .filter(pk=workflow_id)

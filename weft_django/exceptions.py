@@ -191,5 +191,9 @@ class StepFailedError(WeftError):
         super().__init__(f"Step {step_name!r} failed: {error_type}: {message}")
 
 
+class HandlerError(WeftError):
+    """An update or query handler called a durable ``ctx`` operation."""
+
+
 class QueryError(WeftError):
     """A query could not be answered (unknown name, pending run, handler raised)."""

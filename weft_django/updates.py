@@ -54,7 +54,8 @@ def _prevalidate(
     if handler is None or handler.validator is None:
         return
     try:
-        handler.validator(payload)
+        with ctx.in_handler("update"):
+            handler.validator(payload)
     except Exception as exc:
         # The same message as a rejection at delivery (Turn.drain_updates).
         raise UpdateRejectedError(update_id or "(not stored)", str(exc)) from None
@@ -195,4 +196,19 @@ def purge_expired_updates(*, using: str = USING) -> int:
 
 def response_expiry(now: Any) -> Any:
     return now + timedelta(seconds=get_settings().update_response_ttl)
+
+
+def close_open_requests(run_id: str, status: str, *, now: Any, using: str = USING) -> int:
+    """Answer a finished run's pending (or delivered) requests: rejected, with the
+    run's status, kept until the response TTL. Call it in the terminal commit."""
+    return (
+        UpdateRequest.objects.using(using)
+        .filter(run_id=run_id, status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED))
+        .update(
+            status=UpdateStatus.REJECTED,
+            error={"type": "WorkflowTerminal", "message": f"the run is {status}"},
+            responded_at=now,
+            expires_at=response_expiry(now),
+        )
+    )
 

@@ -19,12 +19,10 @@ then every claim is released (epoch unchanged) and the engine marked stopped.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
 import os
-import queue
 import signal
 import threading
 import time
@@ -36,19 +34,21 @@ from django.db import DatabaseError, connections, transaction
 from django.db.models import OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from . import wakeups
 from .conf import MODE_LEASE, MODE_NONE, WeftSettings, get_settings
 from .exceptions import WeftSecondEngineWarning, warn
-from .models import Claim, EngineKind, RunStatus, UpdateRequest, UpdateStatus, WorkflowRun
-from .notify import CHANNEL, notify_enabled
+from .models import Claim, EngineKind, RunStatus, WorkflowRun
+from .notify import notify_enabled
 from .ownership import metrics, scans
 from .ownership.engines import other_live_engines
 from .ownership.passes import PassResult
 from .ownership.reclaim import reclaim_scan
 from .ownership.results import Acquired
 from .ownership.signal_poll import signal_poll_pass
-from .ownership.update_poll import UpdatePollResult, update_poll_pass
+from .ownership.update_poll import EngineUpdateTarget, update_poll_pass
+from .pool import TurnPool, close_connections, recycle_connections
 from .runtime import registry
-from .runtime.engine import TurnOutcome, WorkflowEngine
+from .runtime.engine import WorkflowEngine
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -93,7 +93,7 @@ class Worker:
         self._queued_lock = threading.Lock()
         self._retry_drive: set[str] = set()
         self._threads: list[threading.Thread] = []
-        self._pool: _TurnPool | None = None
+        self._pool: TurnPool | None = None
         self._signals_seen = 0
         self.last_passes: dict[str, PassResult] = {}
         self.turns_done = 0
@@ -166,15 +166,27 @@ class Worker:
 
             start_http_server(self.metrics_port, registry=metrics.REGISTRY)
             logger.info("metrics on :%d/metrics", self.metrics_port)
-        self._pool = _TurnPool(self._drive_unit)
+        self._pool = TurnPool(self._drive_unit)
         for index in range(self.concurrency):
             self._spawn(f"weft-turn-{index}", self._pool.serve)
         self._spawn("weft-renewal", self._renewal_loop)
         self._spawn("weft-scans", self._scan_loop)
         if notify_enabled(self.using):
-            self._spawn("weft-listen", self._listen_loop)
-        elif self._can_watch_sqlite():
-            self._spawn("weft-sqlite-watch", self._sqlite_watch_loop)
+            self._spawn(
+                "weft-listen",
+                functools.partial(wakeups.listen, self.using, self._stop, self._on_notify),
+            )
+        elif wakeups.can_watch_sqlite(self.using, self.settings):
+            self._spawn(
+                "weft-sqlite-watch",
+                functools.partial(
+                    wakeups.watch_sqlite,
+                    self.using,
+                    self._stop,
+                    self._on_notify,
+                    poll=min(0.01, self.settings.tick_interval),
+                ),
+            )
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=self._thread_main, args=(target,), name=name, daemon=True)
@@ -503,10 +515,20 @@ class Worker:
         engine = self.engine
         if engine.mode == MODE_LEASE and not (engine.global_lease and engine.global_lease.held):
             return
-        result = update_poll_pass(_EngineUpdateTarget(engine, self.using), clock=engine.now)
-        self.last_passes["update_poll"] = _as_pass_result(result)
-        if self.on_pass is not None:
-            self.on_pass(self.last_passes["update_poll"])
+        target = EngineUpdateTarget(engine, schedule=self._schedule, using=self.using)
+        self._publish(update_poll_pass(target, clock=engine.now).as_pass_result())
+
+    def _schedule(self, run_id: str) -> bool:
+        """Make sure a turn of ``run_id`` is coming (queued now, or queued already)."""
+        if self._submit(run_id):
+            return True
+        with self._queued_lock:
+            return run_id in self._queued and not self.engine.stopping.is_set()
+
+    def _on_notify(self) -> None:
+        """A wake source (NOTIFY, SQLite change watch) saw a commit: tick at once."""
+        self._notified.set()
+        self._wake.set()
 
     def _timeout_pass(self) -> None:
         from .api import expire_timed_out
@@ -521,68 +543,6 @@ class Worker:
             self.on_pass(result)
 
     # -- LISTEN/NOTIFY, and its SQLite stand-in -------------------------------------------
-
-    def _can_watch_sqlite(self) -> bool:
-        connection = connections[self.using]
-        return (
-            connection.vendor == "sqlite"
-            and self.settings.notify
-            and not connection.is_in_memory_db()
-        )
-
-    def _sqlite_watch_loop(self) -> None:
-        """SQLite has no NOTIFY: watch ``PRAGMA data_version`` instead.
-
-        It changes whenever another connection, in any process, commits to the
-        database file; a change wakes the tick at once, as a NOTIFY does, so a
-        signal stored by another process is seen within ~10 ms instead of up
-        to a whole tick later. One trivial read every 10 ms on a connection of
-        its own; wake-ups are at most one per 25 ms. ``WEFT["NOTIFY"] = False``
-        turns it off (the fast tick alone then bounds delivery).
-        """
-        import sqlite3
-
-        path = str(connections[self.using].settings_dict["NAME"])
-        poll = min(0.01, self.settings.tick_interval)
-        min_gap = 0.025
-        while not self._stop.is_set():
-            try:
-                with contextlib.closing(
-                    sqlite3.connect(path, timeout=5, isolation_level=None)
-                ) as conn:
-                    last = conn.execute("PRAGMA data_version").fetchone()[0]
-                    signalled, pending = 0.0, False
-                    while not self._stop.wait(poll):
-                        version = conn.execute("PRAGMA data_version").fetchone()[0]
-                        if version != last:
-                            last, pending = version, True
-                        if pending and time.monotonic() - signalled >= min_gap:
-                            signalled, pending = time.monotonic(), False
-                            self._notified.set()
-                            self._wake.set()
-            except Exception as exc:
-                logger.warning("SQLite change watch failed (%s); retrying", exc)
-                self._stop.wait(1.0)
-
-    def _listen_loop(self) -> None:
-        import psycopg
-
-        params = connections[self.using].get_connection_params()
-        params.pop("cursor_factory", None)
-        params.pop("context", None)
-        params["autocommit"] = True
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(**params) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    while not self._stop.is_set():
-                        # (A stop is seen within the 0.25 s timeout.)
-                        for _note in conn.notifies(timeout=0.25):
-                            self._notified.set()
-                            self._wake.set()
-            except Exception as exc:
-                logger.warning("LISTEN connection failed (%s); retrying", exc)
-                self._stop.wait(1.0)
 
     # -- status and shutdown ------------------------------------------------------------
 
@@ -623,109 +583,5 @@ class Worker:
             thread.join(timeout=max(join_until - time.monotonic(), 0.01))
         recycle_connections()
         released = self._safely("shutdown", self.engine.shutdown) or 0
-        logger.info(
-            "weft worker %s stopped; released %d claim(s)", self.engine.engine_id, released
-        )
+        logger.info("weft worker %s stopped; released %d claim(s)", self.engine.engine_id, released)
         close_connections()
-
-
-class _TurnPool:
-    """The executor threads' queue: run ids in, one ``drive_unit`` call each.
-
-    Not a ``ThreadPoolExecutor``: its threads are the worker's own (started with
-    ``_spawn``), so each closes its database connection when it ends, and the
-    connection it keeps between turns is never left to the garbage collector.
-    """
-
-    def __init__(self, drive_unit: Callable[[str], None]) -> None:
-        self._drive_unit = drive_unit
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._closed = False
-
-    def submit(self, run_id: str) -> bool:
-        if self._closed:
-            return False
-        self._queue.put(run_id)
-        return True
-
-    def serve(self) -> None:
-        while True:
-            run_id = self._queue.get()
-            if run_id is None:
-                return
-            self._drive_unit(run_id)
-
-    def close(self, threads: int) -> None:
-        """No more submissions; each thread ends after the item in front of its stop."""
-        self._closed = True
-        for _thread in range(threads):
-            self._queue.put(None)
-
-
-def recycle_connections() -> None:
-    """``close_old_connections()`` for the worker's long-lived threads.
-
-    Around each unit of work (DESIGN.md §8) it drops connections that are
-    broken or, with a positive ``CONN_MAX_AGE``, too old, like Django's own.
-    Unlike it, ``CONN_MAX_AGE = 0`` (Django's default, meaning "close at the
-    end of each request") does not close the connection after every turn: a
-    worker thread is not a request, and reconnecting per turn cost ~1.4 ms
-    per step on PostgreSQL. Connections inside an atomic block belong to a
-    caller's transaction (e.g. a test calling ``Worker.run()``) and are left
-    alone.
-    """
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is None or conn.in_atomic_block:
-            continue
-        if conn.settings_dict.get("CONN_MAX_AGE") == 0:
-            conn.close_at = None
-        conn.close_if_unusable_or_obsolete()
-
-
-def close_connections() -> None:
-    """Close this thread's connections (not one inside a caller's transaction)."""
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close()
-
-
-class _EngineUpdateTarget:
-    """The update poll pass's view of a live engine (DESIGN.md §4.4 pass 4)."""
-
-    def __init__(self, engine: WorkflowEngine, using: str) -> None:
-        self.engine = engine
-        self.using = using
-
-    def held_run_ids(self) -> list[str]:
-        if self.engine.mode == MODE_LEASE:
-            return list(
-                WorkflowRun.objects.using(self.using)
-                .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
-                .order_by("pk")
-                .values_list("pk", flat=True)
-            )
-        return sorted(self.engine.claims.held)
-
-    def runs_with_pending_updates(self, run_ids: list[str]) -> set[str]:
-        return set(
-            UpdateRequest.objects.using(self.using)
-            .filter(run_id__in=run_ids, status=UpdateStatus.PENDING)
-            .values_list("run_id", flat=True)
-            .distinct()
-        )
-
-    def drain_updates(self, run_id: str) -> None:
-        engine = self.engine
-        if engine.mode != MODE_LEASE and not engine.claims.check_wake(run_id, "update"):
-            raise RuntimeError(f"{run_id} is no longer held by this engine")
-        outcome = engine.drive(run_id)
-        if outcome in (TurnOutcome.DEPOSED, TurnOutcome.ABANDONED, TurnOutcome.NOT_HELD):
-            raise RuntimeError(f"turn of {run_id} ended {outcome.value}")
-
-
-def _as_pass_result(result: UpdatePollResult) -> PassResult:
-    converted = PassResult("update_poll", started_at=result.started_at)
-    converted.finished_at = result.finished_at
-    for item in result.outcomes:
-        converted.record(item.run_id, item.outcome, item.error)
-    return converted

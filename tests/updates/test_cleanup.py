@@ -16,7 +16,7 @@ from weft_django.testing import WorkflowDriver
 from weft_django.updates import purge_expired_updates
 from weft_django.worker import Worker
 
-from .conftest import answer, send
+from .conftest import answer, send, statuses
 
 
 def _requests(run_id: str) -> dict[str, str]:
@@ -121,3 +121,25 @@ def _wait_until_past(moment: Any) -> None:
             return
         time.sleep(0.01)
     pytest.fail("the database clock did not move past the expiry")
+
+
+@pytest.mark.parametrize("verb", ["cancel", "expire"])
+def test_an_operator_ending_the_run_closes_its_open_requests(
+    make_engine: Callable[..., Any], verb: str
+) -> None:
+    from weft_django.models import WorkflowRun
+
+    engine = make_engine()
+    weft.start("tests.updates.counter", workflow_id=f"close-{verb}")
+    engine.acquire(f"close-{verb}")
+    engine.drive(f"close-{verb}")
+    request = send(f"close-{verb}", "add", 1)
+    if verb == "cancel":
+        weft.cancel(f"close-{verb}")
+    else:
+        WorkflowRun.objects.filter(pk=f"close-{verb}").update(timeout_at=db_now())
+        assert f"close-{verb}" in weft.api.expire_timed_out()
+    assert statuses(f"close-{verb}") == {request: UpdateStatus.REJECTED}
+    assert weft.describe(f"close-{verb}").pending_updates == 0
+    with pytest.raises(weft.WorkflowTerminalError):
+        answer(f"close-{verb}", request)

@@ -20,6 +20,7 @@ from weft_django.ownership.update_poll import (
     UpdatePollResult,
     update_poll_pass,
 )
+from weft_django.pool import TurnPool
 from weft_django.worker import Worker
 
 from .conftest import answer, expire_lease, send, statuses
@@ -173,7 +174,18 @@ def test_outcomes_are_counted_in_metrics(metric: Callable[..., float]) -> None:
 
 
 def _worker(engine: Any) -> Worker:
-    return Worker(engine=engine, install_signal_handlers=False)
+    worker = Worker(engine=engine, install_signal_handlers=False)
+    worker._pool = TurnPool(worker._drive_unit)
+    return worker
+
+
+def _update_pass(worker: Worker) -> None:
+    """One update poll pass, then the turns it scheduled, run here, in order."""
+    worker._update_pass()
+    pool = worker._pool
+    pool.close(1)
+    pool.serve()  # runs what was queued, stops at the close marker
+    worker._pool = TurnPool(worker._drive_unit)
 
 
 def test_the_worker_pass_drains_held_runs_with_pending_updates(
@@ -186,12 +198,12 @@ def test_the_worker_pass_drains_held_runs_with_pending_updates(
         engine.drive(run)
     first, second = send("p2", "add", 1), send("p2", "add", 2)
     worker = _worker(engine)
-    worker._update_pass()
+    _update_pass(worker)
     result = worker.last_passes["update_poll"]
     assert result.outcomes == {"p1": NO_PENDING, "p2": DRAINED, "p3": NO_PENDING}
     assert [answer("p2", first)["total"], answer("p2", second)["total"]] == [1, 3]
 
-    worker._update_pass()  # nothing left
+    _update_pass(worker)  # nothing left
     assert worker.last_passes["update_poll"].outcomes["p2"] == NO_PENDING
 
 
@@ -212,9 +224,28 @@ def test_the_worker_pass_reports_a_run_taken_over_as_drain_failed(
     )
     worker = _worker(engine_a)
     with pytest.warns(WeftWorkflowWakeDiscardedWarning):
-        worker._update_pass()
+        _update_pass(worker)
     result = worker.last_passes["update_poll"]
     assert result.outcomes == {"p4": DRAIN_FAILED, "p5": DRAINED}
     assert "no longer held" in result.errors["p4"]
     assert statuses("p4") == {lost: UpdateStatus.PENDING}
     assert answer("p5", kept)["total"] == 2
+
+
+def test_the_worker_pass_only_schedules_turns_and_never_after_stop(
+    make_engine: Callable[..., Any],
+) -> None:
+    engine = make_engine()
+    weft.start("tests.updates.counter", workflow_id="p6")
+    engine.acquire("p6")
+    engine.drive("p6")
+    request = send("p6", "add", 5)
+    worker = _worker(engine)
+    worker._update_pass()  # on the scan thread: schedules, applies nothing itself
+    assert worker.last_passes["update_poll"].outcomes == {"p6": DRAINED}
+    assert statuses("p6") == {request: UpdateStatus.PENDING}
+    worker.stop()
+    worker._update_pass()
+    result = worker.last_passes["update_poll"]
+    assert result.outcomes == {"p6": DRAIN_FAILED}
+    assert "stopping" in result.errors["p6"]

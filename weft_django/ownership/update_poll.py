@@ -14,9 +14,15 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+if TYPE_CHECKING:
+    from ..runtime.engine import WorkflowEngine
+
+from ..conf import MODE_LEASE
+from ..models import RunStatus, UpdateRequest, UpdateStatus, WorkflowRun
 from . import metrics
+from .passes import PassResult
 
 logger = logging.getLogger("weft_django.update_poll")
 
@@ -54,6 +60,14 @@ class UpdatePollResult:
     started_at: datetime
     finished_at: datetime | None = None
     outcomes: list[UpdatePollOutcome] = field(default_factory=list)
+
+    def as_pass_result(self) -> PassResult:
+        """The same outcomes as the other passes report them."""
+        converted = PassResult("update_poll", started_at=self.started_at)
+        converted.finished_at = self.finished_at
+        for item in self.outcomes:
+            converted.record(item.run_id, item.outcome, item.error)
+        return converted
 
     @property
     def drained_count(self) -> int:
@@ -105,3 +119,47 @@ def update_poll_pass(
     for item in result.outcomes:
         metrics.pass_outcomes.labels(pass_name="update_poll", outcome=item.outcome).inc()
     return result
+
+
+class EngineUpdateTarget:
+    """The pass's view of a live engine: its held runs, probed in one query per
+    chunk; a drain schedules a turn of the run on the engine's executor, which
+    applies the pending requests at the run's park point."""
+
+    def __init__(
+        self,
+        engine: WorkflowEngine,
+        *,
+        schedule: Callable[[str], bool],
+        using: str = "default",
+    ) -> None:
+        self.engine = engine
+        self.schedule = schedule
+        self.using = using
+
+    def held_run_ids(self) -> list[str]:
+        if self.engine.mode == MODE_LEASE:
+            return list(
+                WorkflowRun.objects.using(self.using)
+                .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+        return sorted(self.engine.claims.held)
+
+    def runs_with_pending_updates(self, run_ids: list[str]) -> set[str]:
+        return set(
+            UpdateRequest.objects.using(self.using)
+            .filter(run_id__in=run_ids, status=UpdateStatus.PENDING)
+            .values_list("run_id", flat=True)
+            .distinct()
+        )
+
+    def drain_updates(self, run_id: str) -> None:
+        engine = self.engine
+        if engine.stopping.is_set():
+            raise RuntimeError("the engine is stopping")
+        if engine.mode != MODE_LEASE and not engine.claims.check_wake(run_id, "update"):
+            raise RuntimeError(f"{run_id} is no longer held by this engine")
+        if not self.schedule(run_id):
+            raise RuntimeError(f"could not schedule a turn of {run_id}")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import random as _random
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.dateparse import parse_datetime
 
 from ..exceptions import (
+    HandlerError,
     NonDeterminismError,
     PayloadError,
     StepFailedError,
@@ -45,6 +47,9 @@ class Park(BaseException):
         super().__init__(waiting_on.get("kind", "wait"))
         self.waiting_on = waiting_on
         self.wake_at = wake_at
+
+
+UPDATE_DRIVEN_WAITS = frozenset({"until", "update"})
 
 
 class StopReplay(BaseException):
@@ -179,6 +184,7 @@ class Context:
         self._query_handlers: dict[str, Callable[..., Any]] = {}
         self._responded: set[str] = set()
         self._waiting_update: str | None = None
+        self._handler_kind: str | None = None
         # The predicate of the wait_until in progress: draining stops as soon as
         # an applied update makes it true (it is re-checked after each one).
         self._until: Callable[[], bool] | None = None
@@ -203,7 +209,22 @@ class Context:
     def _next_seq(self) -> int:
         return len(self._events) + len(self._buffer)
 
+    @contextmanager
+    def in_handler(self, kind: str) -> Iterator[None]:
+        """Run an update/query handler or validator: no durable operation inside."""
+        self._handler_kind = kind
+        try:
+            yield
+        finally:
+            self._handler_kind = None
+
     def _peek(self) -> Event | None:
+        if self._handler_kind is not None:
+            raise HandlerError(
+                f"{self._handler_kind} handlers of {self.workflow_id!r} must not call ctx "
+                "operations (step, sleep, waits, now, ...): they run synchronously at "
+                "delivery and on every replay; do durable work in the workflow body."
+            )
         if self._poisoned is not None:
             raise self._poisoned
         while self._pos < len(self._events) and self._events[self._pos].kind == "update":
@@ -221,7 +242,8 @@ class Context:
         if handler is None:
             raise self._mismatch(f"a handler for update {event.name!r}", event)
         try:
-            handler.fn((event.result or {}).get("payload"))
+            with self.in_handler("update"):
+                handler.fn((event.result or {}).get("payload"))
         except Exception:
             if event.error is None:
                 raise
@@ -404,8 +426,9 @@ class Context:
         # Live: try to complete now. The final event commits with the buffer; the
         # marker is needed only when the run parks (it carries the deadline).
         done = poll(self._buffer, self._next_seq())
-        if done is None and self._deliver_updates():
-            # Applied updates may have changed what this wait waits for.
+        if done is None and self._deliver_updates() and waiting_on["kind"] in UPDATE_DRIVEN_WAITS:
+            # Applied updates may have satisfied a predicate or brought the update
+            # waited for; they cannot bring a signal or finish a child.
             done = poll(self._buffer, self._next_seq())
         if done is not None:
             self._committed([*self._buffer, done])

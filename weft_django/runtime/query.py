@@ -99,7 +99,8 @@ def run_query(workflow_id: str, name: str, *args: Any, using: str = "default") -
             f"Workflow run {workflow_id!r} has no query handler {name!r} (registered: {known})."
         )
     try:
-        return handler(*args)
+        with ctx.in_handler("query"):
+            return handler(*args)
     except Exception as exc:
         raise QueryError(
             f"Query {name!r} of {workflow_id!r} raised {type(exc).__name__}: {exc}"

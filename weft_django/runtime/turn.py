@@ -33,6 +33,7 @@ from ..models import (
 from ..notify import notify
 from ..ownership.claims import release_statement
 from ..ownership.fence import fenced, fenced_insert
+from ..updates import close_open_requests
 from .context import Abandon, Context, Event
 from .payload import dumps, encode, encode_call, error_info
 from .registry import WorkflowDefinition
@@ -341,14 +342,17 @@ class Turn:
                 continue
             if handler.validator is not None:
                 try:
-                    handler.validator(payload)
+                    with ctx.in_handler("update"):
+                        handler.validator(payload)
                 except Exception as exc:
                     self._reject_update(pk, type(exc).__name__, str(exc))
                     continue
             response: Any = None
             error: dict[str, Any] | None = None
             try:
-                response = encode(handler.fn(payload), f"response to update {name!r}")
+                with ctx.in_handler("update"):
+                    raw = handler.fn(payload)
+                response = encode(raw, f"response to update {name!r}")
             except Exception as exc:
                 error = error_info(exc, with_traceback=False)
             event = Event(
@@ -465,15 +469,7 @@ class Turn:
                 finished_at=None if status == RunStatus.SUSPENDED else now,
             )
             if status in TERMINAL_STATUSES:
-                UpdateRequest.objects.using(self.using).filter(
-                    run_id=self.run_id,
-                    status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED),
-                ).update(
-                    **self._response_fields(
-                        UpdateStatus.REJECTED,
-                        error={"type": "WorkflowTerminal", "message": f"the run is {status}"},
-                    )
-                )
+                close_open_requests(self.run_id, status, now=now, using=self.using)
             if self.engine.mode == MODE_WORKFLOW_LEASE or self.engine.claims_in_use:
                 release_statement(self.using, self.run_id, self.engine.engine_id, self.epoch)
             if self.parent_id and status != RunStatus.SUSPENDED:
