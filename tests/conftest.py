@@ -5,15 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
 
 from weft_django.conf import get_settings
+from weft_django.models import EngineKind
 from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.cooldown import Cooldown
 from weft_django.ownership.engines import register_engine
+from weft_django.runtime.engine import WorkflowEngine
+from weft_django.testing import WorkflowDriver
 
 
 def _vendor() -> str:
@@ -115,3 +119,24 @@ def metric() -> Callable[..., float]:
         return 0.0 if value is None else value
 
     return read
+
+
+@pytest.fixture
+def make_engine(db: None, weft_settings: Callable[..., None]) -> Iterator[Callable[..., Any]]:
+    """``make_engine()`` -> a started in-process WorkflowEngine (kind ``test``)."""
+    made: list[WorkflowEngine] = []
+
+    def make(engine_id: str | None = None) -> WorkflowEngine:
+        engine = WorkflowEngine(kind=EngineKind.TEST, engine_id=engine_id).start()
+        made.append(engine)
+        return engine
+
+    yield make
+    for engine in made:
+        engine.dispose()
+
+
+@pytest.fixture
+def driver(db: None, weft_settings: Callable[..., None]) -> Iterator[WorkflowDriver]:
+    with WorkflowDriver() as running:
+        yield running

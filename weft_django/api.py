@@ -26,6 +26,7 @@ from .exceptions import (
     WorkflowNotFoundError,
     WorkflowTerminalError,
 )
+from .messages import close_open_requests, deliver, status_of
 from .models import (
     TERMINAL_STATUSES,
     Claim,
@@ -41,7 +42,6 @@ from .ownership.clock import db_now
 from .runtime import registry
 from .runtime.payload import encode, encode_call
 from .runtime.registry import WorkflowDefinition
-from .updates import close_open_requests
 
 USING = "default"
 MAX_ID_LENGTH = 255
@@ -112,27 +112,6 @@ def get_handle(workflow_id: str) -> WorkflowHandle:
     return WorkflowHandle(workflow_id)
 
 
-def _status_of(workflow_id: str) -> str:
-    status = (
-        WorkflowRun.objects.using(USING).filter(pk=workflow_id).values_list("status", flat=True)
-    ).first()
-    if status is None:
-        raise WorkflowNotFoundError(workflow_id)
-    return status
-
-
-def _hint_live_run(workflow_id: str, now: datetime) -> None:
-    """Leave a wake hint on a non-terminal run, or raise NotFound / Terminal."""
-    hinted = (
-        WorkflowRun.objects.using(USING)
-        .filter(pk=workflow_id)
-        .exclude(status__in=TERMINAL_STATUSES)
-        .update(wake_hint_at=now)
-    )
-    if hinted != 1:
-        raise WorkflowTerminalError(workflow_id, _status_of(workflow_id))
-
-
 def signal(
     workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
 ) -> None:
@@ -151,22 +130,10 @@ def signal(
             return
     else:
         signal_id = uuid.uuid4().hex
-    with transaction.atomic(using=USING):
-        now = db_now(USING)
-        _hint_live_run(workflow_id, now)
-        WorkflowSignal.objects.using(USING).bulk_create(
-            [
-                WorkflowSignal(
-                    run_id=workflow_id,
-                    signal_id=signal_id,
-                    name=name,
-                    payload=encoded,
-                    created_at=now,
-                )
-            ],
-            ignore_conflicts=True,
-        )
-        notify(workflow_id)
+    deliver(
+        workflow_id,
+        WorkflowSignal(run_id=workflow_id, signal_id=signal_id, name=name, payload=encoded),
+    )
 
 
 def _external_transition(workflow_id: str, status: str, *, allowed: tuple[str, ...]) -> None:
@@ -192,7 +159,7 @@ def _external_transition(workflow_id: str, status: str, *, allowed: tuple[str, .
             )
         )
         if changed != 1:
-            raise WorkflowTerminalError(workflow_id, _status_of(workflow_id))
+            raise WorkflowTerminalError(workflow_id, status_of(workflow_id))
         if status in TERMINAL_STATUSES:
             close_open_requests(workflow_id, status, now=now, using=USING)
         parent_id = (
@@ -237,7 +204,7 @@ def resume(workflow_id: str) -> None:
             .values_list("holder_id", flat=True)
             .first()
         )
-        status = _status_of(workflow_id)
+        status = status_of(workflow_id)
         if status != RunStatus.SUSPENDED:
             raise WorkflowTerminalError(workflow_id, status)
         if holder is not None:
@@ -257,7 +224,7 @@ def resume(workflow_id: str) -> None:
 def purge(workflow_id: str) -> None:
     """Delete a run and its history; its claim epoch is rotated, never reset."""
     with transaction.atomic(using=USING):
-        _status_of(workflow_id)
+        status_of(workflow_id)
         revoke_statement(USING, workflow_id)
         WorkflowRun.objects.using(USING).filter(pk=workflow_id).delete()
 

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import connections
 from django.db.transaction import TransactionManagementError
 
-from .conf import get_settings
 from .exceptions import (
     QueryError,
     UpdateRejectedError,
@@ -33,8 +31,8 @@ from .exceptions import (
     WorkflowNotRegisteredError,
     WorkflowTerminalError,
 )
-from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun
-from .notify import notify
+from .messages import deliver
+from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus
 from .ownership.clock import db_now
 from .runtime.payload import encode
 from .runtime.query import load_run, replay_read_only, run_query
@@ -96,39 +94,11 @@ def update(
                 "the answer later by calling update() again with its update_id."
             )
         update_id = update_id or uuid.uuid4().hex
-        with transaction.atomic(using=USING):
-            now = db_now(USING)
-            hinted = (
-                WorkflowRun.objects.using(USING)
-                .filter(pk=workflow_id)
-                .exclude(status__in=TERMINAL_STATUSES)
-                .update(wake_hint_at=now)
-            )
-            if hinted != 1:
-                raise WorkflowTerminalError(workflow_id, _status(workflow_id))
-            UpdateRequest.objects.using(USING).bulk_create(
-                [
-                    UpdateRequest(
-                        run_id=workflow_id,
-                        update_id=update_id,
-                        name=name,
-                        payload=encoded,
-                        created_at=now,
-                    )
-                ],
-                ignore_conflicts=True,
-            )
-            notify(workflow_id, using=USING)
+        deliver(
+            workflow_id,
+            UpdateRequest(run_id=workflow_id, update_id=update_id, name=name, payload=encoded),
+        )
     return wait_for_response(workflow_id, str(update_id), timeout=timeout)
-
-
-def _status(workflow_id: str) -> str:
-    status = (
-        WorkflowRun.objects.using(USING).filter(pk=workflow_id).values_list("status", flat=True)
-    ).first()
-    if status is None:
-        raise WorkflowNotFoundError(workflow_id)
-    return status
 
 
 # How often a caller re-reads its request while waiting for the answer: finely at
@@ -192,23 +162,3 @@ def purge_expired_updates(*, using: str = USING) -> int:
         .delete()
     )
     return deleted
-
-
-def response_expiry(now: Any) -> Any:
-    return now + timedelta(seconds=get_settings().update_response_ttl)
-
-
-def close_open_requests(run_id: str, status: str, *, now: Any, using: str = USING) -> int:
-    """Answer a finished run's pending (or delivered) requests: rejected, with the
-    run's status, kept until the response TTL. Call it in the terminal commit."""
-    return (
-        UpdateRequest.objects.using(using)
-        .filter(run_id=run_id, status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED))
-        .update(
-            status=UpdateStatus.REJECTED,
-            error={"type": "WorkflowTerminal", "message": f"the run is {status}"},
-            responded_at=now,
-            expires_at=response_expiry(now),
-        )
-    )
-

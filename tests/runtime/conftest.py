@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from example_project.orders.models import StepLog
-from weft_django.models import Claim, Engine, EngineKind, WorkflowEvent
+from weft_django.models import Claim, Engine, WorkflowEvent
 from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import WorkflowEngine
-from weft_django.testing import WorkflowDriver
 
 from . import workflows
 
@@ -22,27 +20,6 @@ def _reset_workflow_state() -> Iterator[None]:
     workflows.reset()
     yield
     workflows.reset()
-
-
-@pytest.fixture
-def make_engine(db: None, weft_settings: Callable[..., None]) -> Iterator[Callable[..., Any]]:
-    """``make_engine()`` -> a started in-process WorkflowEngine (kind ``test``)."""
-    made: list[WorkflowEngine] = []
-
-    def make(engine_id: str | None = None) -> WorkflowEngine:
-        engine = WorkflowEngine(kind=EngineKind.TEST, engine_id=engine_id).start()
-        made.append(engine)
-        return engine
-
-    yield make
-    for engine in made:
-        engine.dispose()
-
-
-@pytest.fixture
-def driver(db: None, weft_settings: Callable[..., None]) -> Iterator[WorkflowDriver]:
-    with WorkflowDriver() as running:
-        yield running
 
 
 def history(run_id: str) -> list[tuple[int, str, str, str, int]]:

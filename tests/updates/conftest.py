@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -10,10 +10,9 @@ import pytest
 
 import weft_django as weft
 from weft_django import UpdateTimeoutError
-from weft_django.models import Engine, EngineKind, UpdateRequest, WorkflowEvent
+from weft_django.models import Engine, UpdateRequest, WorkflowEvent
 from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import WorkflowEngine
-from weft_django.testing import WorkflowDriver
 from weft_django.updates import wait_for_response
 
 from . import workflows
@@ -24,27 +23,6 @@ def _reset_workflow_state() -> Iterator[None]:
     workflows.reset()
     yield
     workflows.reset()
-
-
-@pytest.fixture
-def make_engine(db: None, weft_settings: Callable[..., None]) -> Iterator[Callable[..., Any]]:
-    """``make_engine()`` -> a started in-process WorkflowEngine (kind ``test``)."""
-    made: list[WorkflowEngine] = []
-
-    def make(engine_id: str | None = None) -> WorkflowEngine:
-        engine = WorkflowEngine(kind=EngineKind.TEST, engine_id=engine_id).start()
-        made.append(engine)
-        return engine
-
-    yield make
-    for engine in made:
-        engine.dispose()
-
-
-@pytest.fixture
-def driver(db: None, weft_settings: Callable[..., None]) -> Iterator[WorkflowDriver]:
-    with WorkflowDriver() as running:
-        yield running
 
 
 def send(workflow_id: str, name: str, payload: Any = None, *, update_id: str | None = None) -> str:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from ..conf import MODE_WORKFLOW_LEASE
 from ..exceptions import EngineDeposedError
+from ..messages import close_open_requests
 from ..models import (
     TERMINAL_STATUSES,
     RunStatus,
@@ -33,7 +34,6 @@ from ..models import (
 from ..notify import notify
 from ..ownership.claims import release_statement
 from ..ownership.fence import fenced, fenced_insert
-from ..updates import close_open_requests
 from .context import Abandon, Context, Event
 from .payload import dumps, encode, encode_call, error_info
 from .registry import WorkflowDefinition

@@ -1,0 +1,74 @@
+"""Messages to runs: storing signals and update requests, closing them at the end.
+
+Shared by :mod:`weft_django.api` (signals, operator transitions),
+:mod:`weft_django.updates` (update requests) and the runtime's terminal
+commit, so every path leaves the same wake hint and gives the same answers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Model
+
+from .conf import get_settings
+from .exceptions import WorkflowNotFoundError, WorkflowTerminalError
+from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun
+from .notify import notify
+from .ownership.clock import db_now
+
+USING = "default"
+
+
+def status_of(workflow_id: str, *, using: str = USING) -> str:
+    """The run's status; ``WorkflowNotFoundError`` when there is no such run."""
+    status = (
+        WorkflowRun.objects.using(using).filter(pk=workflow_id).values_list("status", flat=True)
+    ).first()
+    if status is None:
+        raise WorkflowNotFoundError(workflow_id)
+    return status
+
+
+def deliver(workflow_id: str, row: Model, *, using: str = USING) -> None:
+    """Store ``row`` (a signal or an update request) for a non-terminal run.
+
+    One transaction: leave a wake hint on the run (raising ``WorkflowNotFoundError``
+    or ``WorkflowTerminalError`` when it is missing or finished), insert the row
+    unless its id exists already (idempotent ids), ``NOTIFY`` the owner on commit.
+    """
+    with transaction.atomic(using=using):
+        now = db_now(using)
+        hinted = (
+            WorkflowRun.objects.using(using)
+            .filter(pk=workflow_id)
+            .exclude(status__in=TERMINAL_STATUSES)
+            .update(wake_hint_at=now)
+        )
+        if hinted != 1:
+            raise WorkflowTerminalError(workflow_id, status_of(workflow_id, using=using))
+        row.created_at = now  # type: ignore[attr-defined]
+        type(row).objects.using(using).bulk_create([row], ignore_conflicts=True)
+        notify(workflow_id, using=using)
+
+
+def response_expiry(now: Any) -> Any:
+    return now + timedelta(seconds=get_settings().update_response_ttl)
+
+
+def close_open_requests(run_id: str, status: str, *, now: Any, using: str = USING) -> int:
+    """Answer a finished run's pending (or delivered) requests: rejected, with the
+    run's status, kept until the response TTL. Call it in the terminal commit."""
+    return (
+        UpdateRequest.objects.using(using)
+        .filter(run_id=run_id, status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED))
+        .update(
+            status=UpdateStatus.REJECTED,
+            error={"type": "WorkflowTerminal", "message": f"the run is {status}"},
+            responded_at=now,
+            expires_at=response_expiry(now),
+        )
+    )
+
