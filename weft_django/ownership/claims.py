@@ -17,8 +17,9 @@ import threading
 import time
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import F
+from django.db.models.functions import Now
 
 from ..conf import WeftSettings, get_settings
 from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
@@ -192,26 +193,54 @@ class ClaimRegistry:
                 metrics.claim_attempts.labels(outcome="lost_race").inc()
                 return LostRace(workflow_id, state.holder_id)
             expected_epoch = state.epoch if state is not None else 0
-        now = self.now()
-        if expected_epoch == 0:
-            try:
-                with transaction.atomic(using=self.using):
-                    Claim.objects.using(self.using).create(
-                        workflow_id=workflow_id, epoch=1, holder_id=self.engine_id, claimed_at=now
-                    )
-            except IntegrityError:
-                # Someone inserted first, or a row with epoch 0 exists: try the UPDATE.
-                pass
-            else:
-                return self._won(workflow_id, 1, takeover=False)
+        if expected_epoch == 0 and self._insert_first_claim(workflow_id):
+            return self._won(workflow_id, 1, takeover=False)
+        # (Not inserted: someone inserted first, or a row exists; try the UPDATE.)
         updated = (
             Claim.objects.using(self.using)
             .filter(workflow_id=workflow_id, holder__isnull=True, epoch=expected_epoch)
-            .update(holder_id=self.engine_id, epoch=F("epoch") + 1, claimed_at=now)
+            .update(holder_id=self.engine_id, epoch=F("epoch") + 1, claimed_at=self._stamp())
         )
         if updated == 1:
             return self._won(workflow_id, expected_epoch + 1, takeover=False)
         return self._lost_race(workflow_id)
+
+    def _stamp(self) -> datetime | Now:
+        """``claimed_at``: bookkeeping, never judged, so the database's own ``now``
+        in the statement itself (no clock read) unless a test injected a clock."""
+        return self._clock() if self._clock is not None else Now()
+
+    def _insert_first_claim(self, workflow_id: str) -> bool:
+        """Epoch 1 for a workflow id that never had a claim: one statement,
+        ``ON CONFLICT DO NOTHING`` (False when another engine inserted first)."""
+        connection = connections[self.using]
+        if connection.vendor not in ("postgresql", "sqlite"):
+            try:
+                with transaction.atomic(using=self.using):
+                    Claim.objects.using(self.using).create(
+                        workflow_id=workflow_id,
+                        epoch=1,
+                        holder_id=self.engine_id,
+                        claimed_at=self._clock() if self._clock else self.now(),
+                    )
+            except IntegrityError:
+                return False
+            return True
+        quote = connection.ops.quote_name
+        if self._clock is not None:
+            stamp, params = "%s", [connection.ops.adapt_datetimefield_value(self._clock())]
+        elif connection.vendor == "postgresql":
+            stamp, params = "clock_timestamp()", []
+        else:
+            stamp, params = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')", []
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {quote(Claim._meta.db_table)} "
+                f"(workflow_id, epoch, holder_id, claimed_at) VALUES (%s, 1, %s, {stamp}) "
+                "ON CONFLICT (workflow_id) DO NOTHING",
+                [workflow_id, self.engine_id, *params],
+            )
+            return cursor.rowcount == 1
 
     def takeover(self, workflow_id: str, *, holder_id: str, epoch: int) -> ClaimResult:
         """Take a claim from ``holder_id`` at ``epoch`` once its lease has expired.

@@ -10,6 +10,7 @@ everything done inside the block, user ORM writes included.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -20,7 +21,7 @@ from django.db.models import F
 
 from ..conf import MODE_LEASE, MODE_NONE
 from ..exceptions import EngineDeposedError
-from ..models import Claim, GlobalLease, WorkflowEvent
+from ..models import Claim, GlobalLease, UpdateRequest, WorkflowEvent, WorkflowRun
 
 
 def _check(
@@ -92,8 +93,12 @@ def fenced_insert(
     engine_id: str,
     epoch: int,
     rows: list[tuple[Any, ...]],
+    mark_running: tuple[str, datetime | None] | None = None,
 ) -> bool | None:
     """Insert event rows *and* prove ownership in one statement (one round trip).
+
+    ``mark_running=(stamp_sql, wake_at)`` also moves the run to ``running`` in
+    the same statement (PostgreSQL only; elsewhere None is returned for it).
 
     ``rows`` are tuples in :data:`EVENT_COLUMNS` order with JSON already
     encoded as text. The claim check is part of the INSERT: on PostgreSQL a
@@ -112,16 +117,27 @@ def fenced_insert(
     if connection.vendor == "postgresql":
         one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
         params.extend([workflow_id, engine_id, epoch])
+        running = ""
+        if mark_running is not None:
+            stamp, wake_at = mark_running
+            run_table = quote(WorkflowRun._meta.db_table)
+            running = (
+                f", upd AS (UPDATE {run_table} SET status = 'running', "
+                f"started_at = COALESCE(started_at, {stamp}), updated_at = {stamp}, "
+                "waiting_on = NULL, wake_at = %s "
+                "WHERE id = %s AND EXISTS (SELECT 1 FROM fence))"
+            )
+            params.extend([wake_at, workflow_id])
         for row in rows:
             params.extend(row)
         sql = (
             f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
-            f"AND holder_id = %s AND epoch = %s FOR SHARE) "
+            f"AND holder_id = %s AND epoch = %s FOR SHARE){running} "
             f"INSERT INTO {event_table} ({columns}) "
             f"SELECT v.* FROM (VALUES {', '.join([one] * len(rows))}) "
             f"AS v({columns}) CROSS JOIN fence"
         )
-    elif connection.vendor == "sqlite":
+    elif connection.vendor == "sqlite" and mark_running is None:
         one = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
         for row in rows:
             params.extend(
@@ -147,3 +163,82 @@ def fenced_insert(
     if inserted == 0:
         return False
     raise DatabaseError(f"fenced insert wrote {inserted} of {len(rows)} events")
+
+
+def fenced_finish(
+    using: str,
+    *,
+    workflow_id: str,
+    engine_id: str,
+    epoch: int,
+    rows: list[tuple[Any, ...]],
+    status: str,
+    result_json: str | None,
+    error_json: str | None,
+    parent_id: str,
+    stamp: str,
+    stamp_params: list[Any],
+    response_ttl: float,
+) -> bool | None:
+    """The terminal commit of a run as one statement (PostgreSQL; None elsewhere).
+
+    The claim's release (conditional on holder and epoch) *is* the fence: the
+    other parts (last events, terminal status, closing open update requests,
+    the parent's wake hint) happen only if it released. ``stamp`` is the SQL
+    for "now" (``clock_timestamp()``, or ``%s`` with ``stamp_params``).
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    quote = connection.ops.quote_name
+    claim_table = quote(Claim._meta.db_table)
+    run_table = quote(WorkflowRun._meta.db_table)
+    request_table = quote(UpdateRequest._meta.db_table)
+    event_table = quote(WorkflowEvent._meta.db_table)
+    columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
+    parts = [
+        f"WITH rel AS (UPDATE {claim_table} SET holder_id = NULL, claimed_at = NULL "
+        "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
+    ]
+    params: list[Any] = [workflow_id, engine_id, epoch]
+    if rows:
+        one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
+        parts.append(
+            f"ins AS (INSERT INTO {event_table} ({columns}) SELECT v.* FROM (VALUES "
+            f"{', '.join([one] * len(rows))}) AS v({columns}) CROSS JOIN rel)"
+        )
+        for row in rows:
+            params.extend(row)
+    parts.append(
+        f"fin AS (UPDATE {run_table} SET status = %s, result = %s::jsonb, error = %s::jsonb, "
+        f"waiting_on = NULL, wake_at = NULL, wake_hint_at = NULL, updated_at = {stamp}, "
+        f"started_at = COALESCE(started_at, {stamp}), finished_at = {stamp} "
+        "WHERE id = %s AND EXISTS (SELECT 1 FROM rel))"
+    )
+    params.extend([status, result_json, error_json, *stamp_params * 3, workflow_id])
+    parts.append(
+        f"req AS (UPDATE {request_table} SET status = 'rejected', error = %s::jsonb, "
+        f"responded_at = {stamp}, expires_at = {stamp} + %s * interval '1 second' "
+        "WHERE run_id = %s AND status IN ('pending', 'delivered') "
+        "AND EXISTS (SELECT 1 FROM rel))"
+    )
+    params.extend(
+        [
+            json.dumps({"type": "WorkflowTerminal", "message": f"the run is {status}"}),
+            *stamp_params,
+            *stamp_params,
+            response_ttl,
+            workflow_id,
+        ]
+    )
+    if parent_id:
+        parts.append(
+            f"par AS (UPDATE {run_table} SET wake_hint_at = {stamp} "
+            "WHERE id = %s AND EXISTS (SELECT 1 FROM rel))"
+        )
+        params.extend([*stamp_params, parent_id])
+    sql = ", ".join(parts) + " SELECT count(*) FROM rel"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        released = cursor.fetchone()[0]
+    return released == 1

@@ -134,6 +134,10 @@ class WorkflowEngine:
             mark_stopped(self.engine_id, using=self.using)
         return released
 
+    @property
+    def clock_injected(self) -> bool:
+        return self._clock is not None
+
     def now(self) -> datetime:
         """Time for timer and deadline judgments: the database clock (+ test offset)."""
         base = self._clock() if self._clock is not None else db_now(self.using)
@@ -206,7 +210,8 @@ class WorkflowEngine:
             self.release(run_id)
             return TurnOutcome.NOT_ELIGIBLE
         definition = registry.get(run["workflow_name"])
-        now = self.now()
+        # The clock is read only for runs that have a start time or a timeout.
+        now = self.now() if run["start_at"] or run["timeout_at"] else None
         if run["status"] == RunStatus.PENDING and run["start_at"] and run["start_at"] > now:
             return TurnOutcome.NOT_DUE
         turn = Turn(self, run, definition, epoch)
@@ -215,7 +220,7 @@ class WorkflowEngine:
                 # Clear the hint we saw before reading anything: a hint set after this
                 # survives and triggers another turn, so no wake-up is ever lost.
                 turn.clear_wake_hint(run["wake_hint_at"])
-            if run["timeout_at"] is not None and now >= run["timeout_at"]:
+            if now is not None and run["timeout_at"] is not None and now >= run["timeout_at"]:
                 turn.finish(
                     [],
                     RunStatus.TIMED_OUT,

@@ -33,7 +33,7 @@ from ..models import (
 )
 from ..notify import notify
 from ..ownership.claims import release_statement
-from ..ownership.fence import fenced, fenced_insert
+from ..ownership.fence import fenced, fenced_finish, fenced_insert
 from .context import Abandon, Context, Event
 from .payload import dumps, encode, encode_call, error_info
 from .registry import WorkflowDefinition
@@ -145,7 +145,7 @@ class Turn:
     # -- writes the context asks for ------------------------------------------------
 
     def commit(self, events: list[Event]) -> None:
-        if events and self.status == RunStatus.RUNNING and self._commit_in_one_statement(events):
+        if events and self._commit_in_one_statement(events):
             return
         with self._fenced():
             self._insert(events)
@@ -159,8 +159,40 @@ class Turn:
         """
         if self.engine.mode != MODE_WORKFLOW_LEASE:
             return False
+        mark_running = None
+        if self.status != RunStatus.RUNNING:
+            if self._db_stamp() is None:
+                return False
+            mark_running = (self._db_stamp(), self.timeout_at)
+        rows = self._event_rows(events)
+        try:
+            inserted = fenced_insert(
+                self.using,
+                workflow_id=self.run_id,
+                engine_id=self.engine.engine_id,
+                epoch=self.epoch,
+                rows=rows,
+                mark_running=mark_running,
+            )
+        except DatabaseError as exc:
+            raise Abandon("database", exc) from exc
+        if inserted is None:
+            return False
+        if not inserted:
+            raise Abandon("deposed", EngineDeposedError(self.run_id))
+        self.status = RunStatus.RUNNING
+        return True
+
+    def _db_stamp(self) -> str | None:
+        """SQL for "now" when the engine runs on the database clock itself (no
+        injected clock, no test time offset); None otherwise."""
+        if self.engine.clock_injected or self.engine.time_offset:
+            return None
+        return "clock_timestamp()"
+
+    def _event_rows(self, events: list[Event]) -> list[tuple[Any, ...]]:
         now = self.now_local()
-        rows = [
+        return [
             (
                 self.run_id,
                 event.seq,
@@ -174,19 +206,37 @@ class Turn:
             )
             for event in events
         ]
+
+    def _finish_in_one_statement(
+        self, events: list[Event], status: str, result: Any, error: dict[str, Any] | None
+    ) -> bool:
+        """The terminal commit as one statement (PostgreSQL, mode workflow-lease)."""
+        if self.engine.mode != MODE_WORKFLOW_LEASE or status not in TERMINAL_STATUSES:
+            return False
+        stamp = self._db_stamp()
+        stamp_params: list[Any] = []
+        if stamp is None:
+            stamp, stamp_params = "%s", [self.now()]
         try:
-            inserted = fenced_insert(
+            released = fenced_finish(
                 self.using,
                 workflow_id=self.run_id,
                 engine_id=self.engine.engine_id,
                 epoch=self.epoch,
-                rows=rows,
+                rows=self._event_rows(events),
+                status=status,
+                result_json=None if result is None else dumps(result),
+                error_json=None if error is None else dumps(error),
+                parent_id=self.parent_id,
+                stamp=stamp,
+                stamp_params=stamp_params,
+                response_ttl=self.engine.settings.update_response_ttl,
             )
         except DatabaseError as exc:
             raise Abandon("database", exc) from exc
-        if inserted is None:
+        if released is None:
             return False
-        if not inserted:
+        if not released:
             raise Abandon("deposed", EngineDeposedError(self.run_id))
         return True
 
@@ -454,6 +504,9 @@ class Turn:
         error: dict[str, Any] | None = None,
     ) -> None:
         """Commit a terminal (or suspended) state; release the claim in the same txn."""
+        if self._finish_in_one_statement(events, status, result, error):
+            self._finished(status)
+            return
         now = self.now()
         with self._fenced():
             self._insert(events)
@@ -476,6 +529,9 @@ class Turn:
                 WorkflowRun.objects.using(self.using).filter(pk=self.parent_id).update(
                     wake_hint_at=now
                 )
+        self._finished(status)
+
+    def _finished(self, status: str) -> None:
         self.engine.claims.forget(self.run_id)
         self.status = status
         if self.parent_id and status != RunStatus.SUSPENDED:

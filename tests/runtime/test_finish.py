@@ -1,0 +1,79 @@
+"""The terminal commit: one statement on PostgreSQL, a transaction elsewhere;
+either way it is fenced, releases the claim, and wakes the parent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import weft_django as weft
+from weft_django.models import Claim, RunStatus, WorkflowEvent, WorkflowRun
+from weft_django.runtime.engine import TurnOutcome
+
+from .conftest import expire_lease
+
+
+@pytest.mark.django_db
+def test_a_deposed_engine_cannot_commit_the_end_of_a_run(make_engine: Callable[..., Any]) -> None:
+    a, b = make_engine(), make_engine()
+    weft.start("tests.echo", 1, workflow_id="fin-1")
+    assert a.acquire("fin-1").epoch == 1
+    expire_lease(a)
+    assert b.acquire("fin-1").epoch == 2
+    assert a.drive("fin-1") is TurnOutcome.DEPOSED  # echo returns at once: the finish
+    run = WorkflowRun.objects.get(pk="fin-1")
+    assert run.status == RunStatus.PENDING and run.result is None
+    assert not WorkflowEvent.objects.filter(run_id="fin-1").exists()
+    assert Claim.objects.get(pk="fin-1").holder_id == b.engine_id
+    assert b.drive("fin-1") is TurnOutcome.COMPLETED
+    claim = Claim.objects.get(pk="fin-1")
+    assert (claim.holder_id, claim.epoch) == (None, 2)
+    finished = WorkflowRun.objects.get(pk="fin-1")
+    assert finished.status == RunStatus.COMPLETED
+    assert finished.finished_at is not None and finished.started_at is not None
+    assert finished.result == {"args": [1], "kwargs": {}}
+
+
+@pytest.mark.django_db
+def test_the_end_of_a_child_wakes_its_parent_in_the_same_commit(
+    make_engine: Callable[..., Any],
+) -> None:
+    engine = make_engine()
+    WorkflowRun.objects.create(id="fin-parent", workflow_name="tests.echo", status="waiting")
+    weft.start("tests.echo", workflow_id="fin-child")
+    WorkflowRun.objects.filter(pk="fin-child").update(parent_id="fin-parent")
+    engine.acquire("fin-child")
+    assert engine.drive("fin-child") is TurnOutcome.COMPLETED
+    assert WorkflowRun.objects.get(pk="fin-parent").wake_hint_at is not None
+
+
+def _noop(i: int) -> int:
+    return i
+
+
+@weft.workflow(name="tests.finish.steps")
+def many_steps(ctx: weft.Context, count: int) -> int:
+    for i in range(count):
+        ctx.step(_noop, i)
+    return count
+
+
+@pytest.mark.django_db
+def test_each_step_checkpoint_is_one_statement(make_engine: Callable[..., Any]) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    engine = make_engine()
+    counts = {}
+    for count in (10, 20):
+        weft.start("tests.finish.steps", count, workflow_id=f"fin-steps-{count}")
+        engine.acquire(f"fin-steps-{count}")
+        with CaptureQueriesContext(connection) as queries:
+            assert engine.drive(f"fin-steps-{count}") is TurnOutcome.COMPLETED
+        counts[count] = len(queries)
+    assert counts[20] - counts[10] == 10
+    if connection.vendor == "postgresql":
+        # read the run, read its history, 20 checkpoints, one terminal statement
+        assert counts[20] == 23
