@@ -31,7 +31,8 @@ from .exceptions import (
     WorkflowNotRegisteredError,
     WorkflowTerminalError,
 )
-from .runtime.context import ChildHandle, Context, RetryPolicy, Update
+from .runtime.context import ChildHandle, Context, Update
+from .runtime.policy import RetryPolicy
 from .runtime.registry import workflow
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
+from tests.concurrency import run_concurrently
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError
 from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, WorkflowRun
@@ -50,34 +51,6 @@ def engines(weft_settings) -> Callable[[int, str], list[str]]:
 def expire_lease(engine_id: str) -> None:
     """Put the engine's lease a minute in the past on the database clock."""
     Engine.objects.filter(id=engine_id).update(lease_expires_at=db_now() - timedelta(seconds=60))
-
-
-def run_concurrently(*calls: Callable[[], Any], timeout: float = 30.0) -> list[Any]:
-    """Run each call in its own thread, released together; each thread closes its
-    connection. Returns the results in order; re-raises the first error."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException] = []
-
-    def runner(index: int, call: Callable[[], Any]) -> None:
-        try:
-            connection.ensure_connection()  # connect before the start line, not after
-            barrier.wait(timeout)
-            results[index] = call()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=runner, args=item) for item in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout)
-    assert not any(thread.is_alive() for thread in threads), "a racing thread hung"
-    if errors:
-        raise errors[0]
-    return results
 
 
 # -- OS processes ----------------------------------------------------------------

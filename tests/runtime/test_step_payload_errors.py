@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import weft_django as weft
+from weft_django import RetryPolicy
 from weft_django.models import WorkflowEvent
-from weft_django.runtime.context import RetryPolicy
 from weft_django.testing import WorkflowDriver
 
 CALLS: list[int] = []

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 import weft_django as weft
+from tests.concurrency import run_concurrently
 from weft_django.models import Engine, UpdateRequest, UpdateStatus, WorkflowEvent
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.results import Acquired
@@ -22,33 +23,6 @@ from .conftest import expire_lease, send
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 CALLERS = 10
-
-
-def in_threads(*calls: Callable[[], Any], timeout: float = 60.0) -> list[Any]:
-    """Run each call in its own thread, released together; re-raise the first error."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException] = []
-
-    def runner(index: int, call: Callable[[], Any]) -> None:
-        try:
-            connection.ensure_connection()
-            barrier.wait(timeout)
-            results[index] = call()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=runner, args=item) for item in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout)
-    assert not any(thread.is_alive() for thread in threads), "a thread hung"
-    if errors:
-        raise errors[0]
-    return results
 
 
 class Drainer:
@@ -92,7 +66,7 @@ def test_ten_concurrent_callers_are_answered_once_each_in_arrival_order(
         weft.start("tests.updates.counter", workflow_id="race1")
         driver.run_until_idle()
         with Drainer(driver):
-            responses = in_threads(
+            responses = run_concurrently(
                 *[
                     (lambda i=i: weft.update("race1", "add", 1, update_id=f"c{i}", timeout=30))
                     for i in range(CALLERS)
@@ -128,7 +102,7 @@ def test_two_racing_turns_of_one_engine_apply_each_request_once(
             engine.acquire(run_id)
             engine.drive(run_id)
             ids = [send(run_id, "add", 1) for _ in range(CALLERS)]
-            outcomes = in_threads(
+            outcomes = run_concurrently(
                 lambda r=run_id: engine._drive(r), lambda r=run_id: engine._drive(r)
             )
             assert TurnOutcome.PARKED in outcomes, outcomes
@@ -158,7 +132,9 @@ def test_a_deposed_engine_racing_the_new_owner_applies_nothing(
         assert isinstance(claimed, Acquired) and claimed.epoch == 2
         # A's lease looks live again: only the fence (the epoch) can stop it now.
         Engine.objects.filter(id=engine_a.engine_id).update(lease_expires_at=db_now())
-        outcomes = in_threads(lambda: engine_a.drive("race3"), lambda: engine_b.drive("race3"))
+        outcomes = run_concurrently(
+            lambda: engine_a.drive("race3"), lambda: engine_b.drive("race3")
+        )
         assert outcomes[0] == TurnOutcome.DEPOSED
         while UpdateRequest.objects.filter(run_id="race3", status=UpdateStatus.PENDING).exists():
             engine_b.drive("race3")
@@ -177,7 +153,7 @@ def test_racing_callers_of_two_names_keep_fifo_per_name(
         weft.start("tests.updates.cart", workflow_id="race4")
         driver.run_until_idle()
         with Drainer(driver):
-            responses = in_threads(
+            responses = run_concurrently(
                 *[
                     (
                         lambda i=i: weft.update(

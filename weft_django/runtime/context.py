@@ -35,6 +35,7 @@ from ..exceptions import (
     WorkflowFailedError,
 )
 from .payload import encode, error_info
+from .policy import RetryPolicy, as_seconds
 
 if TYPE_CHECKING:
     from .turn import Turn
@@ -63,33 +64,6 @@ class Abandon(BaseException):
         super().__init__(reason)
         self.reason = reason
         self.cause = cause
-
-
-def _as_seconds(value: float | int | timedelta | None, what: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be seconds or a timedelta, not {value!r}")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How ``ctx.step`` retries a failing function (attempts include the first)."""
-
-    max_attempts: int = 3
-    initial_interval: float | timedelta = 1.0
-    backoff: float = 2.0
-    max_interval: float | timedelta = 30.0
-    non_retryable: tuple[type[BaseException], ...] = ()
-
-    def interval(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        first = _as_seconds(self.initial_interval, "initial_interval") or 0.0
-        cap = _as_seconds(self.max_interval, "max_interval") or 0.0
-        return min(first * (self.backoff ** (attempt - 1)), cap)
 
 
 @dataclass
@@ -375,7 +349,7 @@ class Context:
 
     def sleep(self, duration: float | int | timedelta) -> None:
         """A durable timer: the run parks and wakes at the deadline, on any worker."""
-        seconds = _as_seconds(duration, "sleep duration") or 0.0
+        seconds = as_seconds(duration, "sleep duration") or 0.0
         recorded = self._take("sleep", "")
         if recorded is not None:
             until = _parse(recorded.result["until"]) or self._now()
@@ -401,7 +375,7 @@ class Context:
         waiting_on: dict[str, Any],
     ) -> Event:
         """Shared wait protocol: returns the final event (replayed or recorded now)."""
-        seconds = _as_seconds(timeout, "timeout")
+        seconds = as_seconds(timeout, "timeout")
         event = self._peek()
         deadline: datetime | None = None
         marker: Event | None = None
