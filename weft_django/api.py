@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Q
+from django.db.models.functions import Now
 
 from .exceptions import (
     WorkflowAlreadyExistsError,
@@ -64,12 +65,19 @@ def new_run(
     now: datetime | None = None,
     using: str = USING,
 ) -> WorkflowRun:
-    """Insert a pending run (IntegrityError when the id exists)."""
-    now = now or db_now(using)
-    begins = start_at if start_at is not None and start_at > now else now
-    timeout_at = (
-        begins + timedelta(seconds=definition.timeout) if definition.timeout is not None else None
-    )
+    """Insert a pending run (IntegrityError when the id exists).
+
+    The database clock is read only when a start time or an execution timeout
+    needs it; otherwise the INSERT stamps the row with the database's own now.
+    """
+    if now is None and (start_at is not None or definition.timeout is not None):
+        now = db_now(using)
+    stamp: datetime | Now = now if now is not None else Now()
+    scheduled = start_at is not None and now is not None and start_at > now
+    timeout_at = None
+    if definition.timeout is not None and now is not None:
+        begins = start_at if scheduled and start_at is not None else now
+        timeout_at = begins + timedelta(seconds=definition.timeout)
     return WorkflowRun.objects.using(using).create(
         id=workflow_id,
         workflow_name=definition.name,
@@ -78,10 +86,10 @@ def new_run(
         args=args,
         kwargs=kwargs,
         parent_id=parent_id,
-        created_at=now,
-        updated_at=now,
+        created_at=stamp,
+        updated_at=stamp,
         start_at=start_at,
-        wake_at=start_at if start_at is not None and start_at > now else None,
+        wake_at=start_at if scheduled else None,
         timeout_at=timeout_at,
     )
 
@@ -98,7 +106,11 @@ def start(
     workflow_id = _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
     try:
-        with transaction.atomic(using=USING):
+        if connections[USING].in_atomic_block:
+            # A savepoint, so a duplicate id does not break the caller's transaction.
+            with transaction.atomic(using=USING):
+                new_run(definition, workflow_id, encoded_args, encoded_kwargs, start_at=start_at)
+        else:  # autocommit: the single INSERT is atomic by itself
             new_run(definition, workflow_id, encoded_args, encoded_kwargs, start_at=start_at)
     except IntegrityError:
         raise WorkflowAlreadyExistsError(workflow_id) from None

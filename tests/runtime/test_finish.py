@@ -77,3 +77,30 @@ def test_each_step_checkpoint_is_one_statement(make_engine: Callable[..., Any]) 
     if connection.vendor == "postgresql":
         # read the run, read its history, 20 checkpoints, one terminal statement
         assert counts[20] == 23
+
+
+@pytest.mark.django_db(transaction=True)
+def test_start_outside_a_transaction_is_one_insert(weft_settings: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        weft.start("tests.echo", 1, workflow_id="start-1")
+    sql = [query["sql"] for query in queries.captured_queries]
+    assert [s.split()[0] for s in sql if not s.startswith("SELECT pg_notify")] == ["INSERT"]
+    run = WorkflowRun.objects.get(pk="start-1")
+    assert run.created_at is not None and run.created_at == run.updated_at
+    with pytest.raises(weft.WorkflowAlreadyExistsError):
+        weft.start("tests.echo", 2, workflow_id="start-1")
+    assert WorkflowRun.objects.get(pk="start-1").args == [1]
+
+
+@pytest.mark.django_db
+def test_a_duplicate_start_inside_a_transaction_leaves_it_usable() -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        weft.start("tests.echo", workflow_id="start-2")
+        with pytest.raises(weft.WorkflowAlreadyExistsError):
+            weft.start("tests.echo", workflow_id="start-2")
+        assert WorkflowRun.objects.filter(pk="start-2").count() == 1  # still usable
