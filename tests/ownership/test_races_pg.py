@@ -53,6 +53,26 @@ def expire_lease(engine_id: str) -> None:
     Engine.objects.filter(id=engine_id).update(lease_expires_at=db_now() - timedelta(seconds=60))
 
 
+def expired_owner(engines: Callable[..., list[str]]) -> tuple[str, str]:
+    """Two engines; the first holds run "wf" at epoch 1 and its lease has expired."""
+    owner_id, rival_id = engines(2)
+    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
+    assert ClaimRegistry(owner_id).acquire("wf") == Acquired("wf", 1)
+    expire_lease(owner_id)
+    return owner_id, rival_id
+
+
+def takeover_held_open(
+    rival_id: str, owner_id: str, taken: threading.Event, commit: threading.Event
+) -> Any:
+    """Take "wf" over in a transaction kept open until ``commit`` is set."""
+    with transaction.atomic():
+        result = ClaimRegistry(rival_id).takeover("wf", holder_id=owner_id, epoch=1)
+        taken.set()
+        assert commit.wait(10)
+    return result
+
+
 # -- OS processes ----------------------------------------------------------------
 
 CHILD = """
@@ -316,11 +336,7 @@ def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]
 
 
 def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
-    owner_id, rival_id = engines(2)
-    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
-    owner = ClaimRegistry(owner_id)
-    assert owner.acquire("wf") == Acquired("wf", 1)
-    expire_lease(owner_id)
+    owner_id, rival_id = expired_owner(engines)
     inside, finish = threading.Event(), threading.Event()
 
     def owner_turn() -> None:
@@ -352,19 +368,11 @@ def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
 
 
 def test_a_fenced_write_waiting_on_an_uncommitted_takeover_is_refused(engines):
-    owner_id, rival_id = engines(2)
-    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
-    owner = ClaimRegistry(owner_id)
-    assert owner.acquire("wf") == Acquired("wf", 1)
-    expire_lease(owner_id)
+    owner_id, rival_id = expired_owner(engines)
     taken, commit = threading.Event(), threading.Event()
 
     def rival_takeover() -> Any:
-        with transaction.atomic():
-            result = ClaimRegistry(rival_id).takeover("wf", holder_id=owner_id, epoch=1)
-            taken.set()
-            assert commit.wait(10)
-        return result
+        return takeover_held_open(rival_id, owner_id, taken, commit)
 
     def owner_write() -> None:
         with fenced("wf", engine_id=owner_id, epoch=1, mode="workflow-lease"):
@@ -389,18 +397,11 @@ def _event_row(seq: int, epoch: int, owner_id: str) -> tuple[Any, ...]:
 def test_a_one_statement_fenced_insert_waiting_on_an_uncommitted_takeover_inserts_nothing(
     engines,
 ):
-    owner_id, rival_id = engines(2)
-    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
-    assert ClaimRegistry(owner_id).acquire("wf") == Acquired("wf", 1)
-    expire_lease(owner_id)
+    owner_id, rival_id = expired_owner(engines)
     taken, commit = threading.Event(), threading.Event()
 
     def rival_takeover() -> Any:
-        with transaction.atomic():
-            result = ClaimRegistry(rival_id).takeover("wf", holder_id=owner_id, epoch=1)
-            taken.set()
-            assert commit.wait(10)
-        return result
+        return takeover_held_open(rival_id, owner_id, taken, commit)
 
     def owner_insert() -> Any:
         return fenced_insert(
@@ -424,10 +425,7 @@ def test_a_one_statement_fenced_insert_waiting_on_an_uncommitted_takeover_insert
 
 
 def test_a_one_statement_fenced_insert_holds_off_a_takeover_until_it_commits(engines):
-    owner_id, rival_id = engines(2)
-    WorkflowRun.objects.create(id="wf", workflow_name="t.wf", status=RunStatus.RUNNING)
-    assert ClaimRegistry(owner_id).acquire("wf") == Acquired("wf", 1)
-    expire_lease(owner_id)
+    owner_id, rival_id = expired_owner(engines)
     inside, finish = threading.Event(), threading.Event()
 
     def owner_turn() -> Any:

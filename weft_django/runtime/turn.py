@@ -257,13 +257,7 @@ class Turn:
                 except Exception as exc:
                     raise _UserError(exc) from exc
                 # Re-check ownership after user code ran, right before the checkpoint.
-                with fenced(
-                    self.run_id,
-                    engine_id=self.engine.engine_id,
-                    epoch=self.epoch,
-                    mode=self.engine.mode,
-                    using=self.using,
-                ):
+                with self._fenced():
                     event.result = value
                     self._insert([*buffered, event])
                     self._mark_running()
