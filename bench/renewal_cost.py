@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cost of one renewal pass against the number of claims an engine holds (DESIGN.md §7).
+"""Cost of one renewal pass against the number of claims an engine holds (docs/benchmarks.md).
 
 Target: O(1) SQL statements, flat from 10 to 100,000 held claims. For every size
 this creates an engine holding that many claims (bulk-inserted, registered in its
@@ -69,9 +69,10 @@ def measure(sizes: list[int], passes: int) -> dict[str, Any]:
 
     from weft_django.conf import get_settings
     from weft_django.models import Claim, Engine
-    from weft_django.ownership.claims import ClaimRegistry, revoke_statement
+    from weft_django.ownership.claims import ClaimRegistry
     from weft_django.ownership.clock import db_now
     from weft_django.ownership.engines import register_engine
+    from weft_django.ownership.revoke import revoke_statement
 
     warnings.simplefilter("ignore")  # the lost-claim warnings of the revocation passes
     call_command("migrate", verbosity=0, interactive=False)

@@ -10,7 +10,7 @@ run at a time, at a random moment (0.1-0.4 s apart, so samples land anywhere
 in the tick cycle), recording ``time.time()`` just before calling
 ``weft.signal``. The workflow's first step after ``wait_for_signal`` returns
 records ``time.time()`` on the worker. Latency = the difference (one machine,
-one clock). Targets (DESIGN.md §7): PostgreSQL p99 < 100 ms with NOTIFY;
+one clock). Targets (docs/benchmarks.md): PostgreSQL p99 < 100 ms with NOTIFY;
 SQLite p99 under one fast tick (250 ms). With ``WEFT["NOTIFY"]`` on (the
 default) a PostgreSQL worker is woken by ``LISTEN/NOTIFY`` and an SQLite
 worker by its ``PRAGMA data_version`` watch; with it off only the fast tick

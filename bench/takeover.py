@@ -9,7 +9,7 @@ against ``weft.describe(id).owner_engine_id``). It gets SIGKILL; we poll the
 claim row every 10 ms until the other worker holds it (**takeover**), and
 read when the nap step started again on the other worker (**resume**, the
 step records ``time.time()``). Then the dead worker is replaced and the next
-trial runs. The bound (DESIGN.md §7) is CLAIM_TTL + 2 x CLAIM_RENEW_INTERVAL
+trial runs. The bound (docs/benchmarks.md) is CLAIM_TTL + 2 x CLAIM_RENEW_INTERVAL
 + CLAIM_RENEW_INTERVAL: the owner's lease ends at most TTL after the kill,
 it counts as expired 2 x renew later, and the next reclaim scan comes at
 most one renew interval after that. Short timings are used so 20 trials take

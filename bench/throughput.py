@@ -5,7 +5,7 @@
 All runs are stored first (``weft.start``), then the workers start together;
 the measured window is the database's own record of the work: from the first
 run's ``started_at`` to the last run's ``finished_at``. Reports completions/s
-and steps/s (DESIGN.md §7: at least 3x DBOS Transact's steps/s on the same
+and steps/s (docs/benchmarks.md: at least 3x DBOS Transact's steps/s on the same
 database and machine, measured in one run).
 
 The DBOS Transact run (optional, separate database) needs the ``dbos``

@@ -103,7 +103,7 @@ def make_registry(
         cooldown = Cooldown(
             base=config.claim_renew_interval, cap=4 * config.claim_ttl, clock=monotonic
         )
-        return ClaimRegistry(engine.id, settings=config, clock=clock, cooldown=cooldown)
+        return ClaimRegistry(engine.id, timing=config.claim_timing, clock=clock, cooldown=cooldown)
 
     yield make
 

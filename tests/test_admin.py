@@ -24,7 +24,6 @@ from tests.factories import (
     WorkflowSignalFactory,
 )
 from weft_django.admin import LEASE_STYLE, precise, render_lease_state
-from weft_django.lease_state import LeaseState, lease_state, lease_state_expression
 from weft_django.models import (
     Claim,
     Engine,
@@ -35,6 +34,7 @@ from weft_django.models import (
     WorkflowRun,
     WorkflowSignal,
 )
+from weft_django.ownership.leases import LeaseState, lease_state, lease_state_expression
 
 pytestmark = pytest.mark.django_db
 

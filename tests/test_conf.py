@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from weft_django import WeftError, conf
 from weft_django.conf import DEFAULTS, WeftSettings, get_settings, problems
 from weft_django.exceptions import WeftConfigurationError
+from weft_django.ownership.modes import STRATEGIES, ownership_class
 
-# DESIGN.md §7
-DESIGN_DEFAULTS = {
+# The defaults docs/operations.md documents.
+DOCUMENTED_DEFAULTS = {
     "OWNERSHIP": "workflow-lease",
     "CLAIM_TTL": 30.0,
     "CLAIM_RENEW_INTERVAL": 5.0,
@@ -32,7 +33,7 @@ DESIGN_DEFAULTS = {
 
 
 def test_defaults_match_the_design() -> None:
-    assert DEFAULTS == DESIGN_DEFAULTS
+    assert DEFAULTS == DOCUMENTED_DEFAULTS
     assert conf.MODES == ("workflow-lease", "lease", "none")
 
 
@@ -111,10 +112,24 @@ def test_weft_settings_is_immutable() -> None:
 def test_mode_dependent_timings(settings: Any, mode: str, renew: float, ttl: float) -> None:
     settings.WEFT = {"OWNERSHIP": mode, "LEASE_TTL": 12, "LEASE_RENEW_INTERVAL": 2}
     config = get_settings()
-    assert config.renew_interval == renew
-    assert config.ttl == ttl
-    assert config.expiry_grace == 2 * renew
-    assert config.cooldown_cap == 4 * ttl
+    timing = ownership_class(mode).timing_of(config)
+    assert timing.renew_interval == renew
+    assert timing.ttl == ttl
+    assert timing.expiry_grace == 2 * renew
+    assert timing.cooldown_cap == 4 * ttl
+
+
+def test_every_mode_has_one_strategy_class() -> None:
+    assert tuple(STRATEGIES) == conf.MODES
+    assert all(STRATEGIES[mode].name == mode for mode in conf.MODES)
+
+
+def test_the_expiry_rule_is_strict() -> None:
+    timing = conf.Timing(ttl=30.0, renew_interval=5.0)
+    now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    assert timing.cutoff(now) == now - timedelta(seconds=10)
+    assert not timing.is_expired(now - timedelta(seconds=10), now)
+    assert timing.is_expired(now - timedelta(seconds=10, microseconds=1), now)
 
 
 INVALID = [

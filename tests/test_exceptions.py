@@ -1,4 +1,4 @@
-"""The error and warning classes of DESIGN.md §2: names, bases and fields."""
+"""The error and warning classes of the README: names, bases and fields."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from weft_django.exceptions import (
     warn,
 )
 
-DESIGN_ERRORS = [
+PUBLIC_ERRORS = [
     "WorkflowNotRegisteredError",
     "WorkflowAlreadyExistsError",
     "WorkflowNotFoundError",
@@ -33,16 +33,16 @@ DESIGN_ERRORS = [
     "EngineDeposedError",
     "OwnershipModeMismatchError",
 ]
-DESIGN_WARNINGS = ["WeftWorkflowClaimLostWarning", "WeftWorkflowWakeDiscardedWarning"]
+PUBLIC_WARNINGS = ["WeftWorkflowClaimLostWarning", "WeftWorkflowWakeDiscardedWarning"]
 
 
-@pytest.mark.parametrize("name", ["WeftError", *DESIGN_ERRORS, *DESIGN_WARNINGS])
+@pytest.mark.parametrize("name", ["WeftError", *PUBLIC_ERRORS, *PUBLIC_WARNINGS])
 def test_importable_from_the_top_level(name: str) -> None:
     assert hasattr(weft_django, name)
     assert name in weft_django.__all__
 
 
-@pytest.mark.parametrize("name", DESIGN_ERRORS)
+@pytest.mark.parametrize("name", PUBLIC_ERRORS)
 def test_every_error_subclasses_weft_error(name: str) -> None:
     cls = getattr(weft_django, name)
     assert issubclass(cls, weft_django.WeftError)

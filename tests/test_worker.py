@@ -1,4 +1,4 @@
-"""The Worker driven in-process: lifecycle, passes, errors, shutdown (DESIGN.md §4.4, §6).
+"""The Worker driven in-process: lifecycle, passes, errors, shutdown (docs/ownership.md).
 
 Each test runs ``Worker.run()`` in a thread of its own (so
 ``install_signal_handlers=False``) with short timings, and stops it with
@@ -20,7 +20,6 @@ from django.db import OperationalError, connections
 
 import weft_django as weft
 from weft_django import Context
-from weft_django import worker as worker_module
 from weft_django.models import (
     Claim,
     Engine,
@@ -30,11 +29,14 @@ from weft_django.models import (
     RunStatus,
     WorkflowRun,
 )
+from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.passes import PassResult
+from weft_django.ownership.modes import WorkflowLeaseOwnership
+from weft_django.ownership.outcomes import PassResult
 from weft_django.ownership.results import LostRace
 from weft_django.runtime import registry
 from weft_django.runtime.engine import WorkflowEngine
+from weft_django.runtime.passes import EnginePasses
 from weft_django.worker import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -305,16 +307,16 @@ def test_database_error_in_a_pass_is_logged_and_the_loop_continues(
     start_worker, monkeypatch, caplog
 ):
     caplog.set_level(logging.WARNING, logger="weft_django.worker")
-    real = worker_module.reclaim_scan
+    real = EnginePasses.reclaim
     calls: list[int] = []
 
-    def flaky_scan(engine: WorkflowEngine, **kwargs: Any) -> PassResult:
+    def flaky_scan(self: EnginePasses) -> PassResult:
         calls.append(1)
         if len(calls) == 1:
             raise OperationalError("simulated: server closed the connection unexpectedly")
-        return real(engine, **kwargs)
+        return real(self)
 
-    monkeypatch.setattr(worker_module, "reclaim_scan", flaky_scan)
+    monkeypatch.setattr(EnginePasses, "reclaim", flaky_scan)
     passes = Passes()
     running = start_worker(on_pass=passes)
     wait_for(lambda: len(passes.named("reclaim")) >= 2, 10, "two reclaim passes after the error")
@@ -327,22 +329,22 @@ def test_database_error_in_a_pass_is_logged_and_the_loop_continues(
 def test_database_error_in_the_tick_and_renewal_is_retried(start_worker, monkeypatch, caplog):
     caplog.set_level(logging.WARNING, logger="weft_django.worker")
     failures = {"tick": 1, "renew": 1}
-    real_claim_pending = Worker._claim_pending
+    real_claim_pending = WorkflowLeaseOwnership.claim_pending
     real_renew_pass = Worker._renew_pass
 
-    def claim_pending(self: Worker, *args: Any) -> list[str]:
+    def claim_pending(self: WorkflowLeaseOwnership, *args: Any) -> list[str]:
         if failures["tick"]:
             failures["tick"] -= 1
             raise OperationalError("simulated tick failure")
         return real_claim_pending(self, *args)
 
-    def renew_pass(self: Worker) -> None:
+    def renew_pass(self: Worker) -> PassResult:
         if failures["renew"]:
             failures["renew"] -= 1
             raise OperationalError("simulated renewal failure")
-        real_renew_pass(self)
+        return real_renew_pass(self)
 
-    monkeypatch.setattr(Worker, "_claim_pending", claim_pending)
+    monkeypatch.setattr(WorkflowLeaseOwnership, "claim_pending", claim_pending)
     monkeypatch.setattr(Worker, "_renew_pass", renew_pass)
     passes = Passes()
     start_worker(on_pass=passes)
@@ -361,24 +363,24 @@ def test_stop_marks_the_engine_disposing_before_in_flight_passes_can_claim(
 ):
     run_id = _ownerless_waiter("ownerless-2")
     entered, release = threading.Event(), threading.Event()
-    real = registry.is_registered
+    real = ClaimRegistry.claim
 
-    def gated(name: str) -> bool:
-        # The reclaim scan checks eligibility right before it claims: hold the
-        # scan thread there, so the pass is in flight when stop() is called.
-        if threading.current_thread().name == "weft-scans" and name == "tw.waiter":
+    def gated(self: ClaimRegistry, workflow_id: str) -> Any:
+        # Hold the reclaim scan right before it claims the run, so the pass is
+        # in flight when stop() is called.
+        if threading.current_thread().name == "weft-scans" and workflow_id == run_id:
             entered.set()
             release.wait(10)
-        return real(name)
+        return real(self, workflow_id)
 
-    monkeypatch.setattr(registry, "is_registered", gated)
+    monkeypatch.setattr(ClaimRegistry, "claim", gated)
     passes = Passes()
     running = start_worker(on_pass=passes)
     assert entered.wait(10), "the reclaim pass never reached the run"
 
     running.worker.stop()
     engine = running.worker.engine
-    assert engine.stopping.is_set() and engine.claims.disposing
+    assert engine.stopping.is_set() and engine.ownership.claims.disposing
     release.set()
     running.join(20)
 
@@ -425,7 +427,7 @@ def test_lease_mode_tick_ignores_due_runs_of_unregistered_types(fast):
     mine = weft.start("tw.waiter").id
     WorkflowRun.objects.filter(pk=mine).update(status=RunStatus.WAITING, wake_at=now)
     worker = Worker(install_signal_handlers=False)
-    assert worker._due_runs(now) == [mine]
+    assert worker.ownership.due_runs(now, registry.registered_names(), limit=100) == [mine]
 
 
 # -- connections ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``manage.py weft_worker``: refusing to start writes nothing (DESIGN.md §4.2, §6).
+"""``manage.py weft_worker``: refusing to start writes nothing (docs/ownership.md).
 
 In-process through ``call_command`` and as a real process through
 ``manage.py`` (what an operator sees: exit status and one paragraph on

@@ -1,12 +1,13 @@
 """weft_django: durable workflows for Django with fenced per-workflow ownership.
 
-``import weft_django as weft`` gives the public API of DESIGN.md §2. The
+``import weft_django as weft`` gives the whole public API (README.md). The
 verbs that touch the database are loaded on first use, so importing the
 package (as Django does while loading apps) never imports models.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import (
@@ -31,7 +32,8 @@ from .exceptions import (
     WorkflowNotRegisteredError,
     WorkflowTerminalError,
 )
-from .runtime.context import ChildHandle, Context, Update
+from .runtime.context import Context
+from .runtime.handles import ChildHandle, Update
 from .runtime.policy import RetryPolicy
 from .runtime.registry import workflow
 
@@ -52,59 +54,39 @@ if TYPE_CHECKING:
     from .updates import query, update
 
 _API = {
-    "WorkflowDescription",
-    "WorkflowHandle",
-    "cancel",
-    "describe",
-    "get_handle",
-    "purge",
-    "result",
-    "resume",
-    "signal",
-    "start",
-    "suspend",
+    "WorkflowDescription": "api",
+    "WorkflowHandle": "api",
+    "cancel": "api",
+    "describe": "api",
+    "get_handle": "api",
+    "purge": "api",
+    "result": "api",
+    "resume": "api",
+    "signal": "api",
+    "start": "api",
+    "suspend": "api",
+    "query": "updates",
+    "update": "updates",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        from . import api
-
-        return getattr(api, name)
-    if name in ("update", "query"):
-        from . import updates
-
-        return getattr(updates, name)
-    raise AttributeError(f"module 'weft_django' has no attribute {name!r}")
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'weft_django' has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)
 
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped by use, not sorted)
+    # Defining workflows
     "ChildHandle",
     "Context",
-    "EngineDeposedError",
-    "HandlerError",
-    "NonDeterminismError",
-    "OwnershipModeMismatchError",
-    "PayloadError",
-    "QueryError",
     "RetryPolicy",
-    "StepFailedError",
     "Update",
-    "UpdateRejectedError",
-    "UpdateTimeoutError",
-    "WaitTimeoutError",
-    "WeftError",
-    "WeftWorkflowClaimLostWarning",
-    "WeftWorkflowWakeDiscardedWarning",
-    "WorkflowAlreadyExistsError",
-    "WorkflowCancelledError",
-    "WorkflowClaimUnavailableError",
+    "workflow",
+    # Starting and steering runs (any process)
     "WorkflowDescription",
-    "WorkflowFailedError",
     "WorkflowHandle",
-    "WorkflowNotFoundError",
-    "WorkflowNotRegisteredError",
-    "WorkflowTerminalError",
     "cancel",
     "describe",
     "get_handle",
@@ -116,5 +98,26 @@ __all__ = [
     "start",
     "suspend",
     "update",
-    "workflow",
+    # Errors
+    "EngineDeposedError",
+    "HandlerError",
+    "NonDeterminismError",
+    "OwnershipModeMismatchError",
+    "PayloadError",
+    "QueryError",
+    "StepFailedError",
+    "UpdateRejectedError",
+    "UpdateTimeoutError",
+    "WaitTimeoutError",
+    "WeftError",
+    "WorkflowAlreadyExistsError",
+    "WorkflowCancelledError",
+    "WorkflowClaimUnavailableError",
+    "WorkflowFailedError",
+    "WorkflowNotFoundError",
+    "WorkflowNotRegisteredError",
+    "WorkflowTerminalError",
+    # Warnings
+    "WeftWorkflowClaimLostWarning",
+    "WeftWorkflowWakeDiscardedWarning",
 ]

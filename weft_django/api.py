@@ -1,97 +1,39 @@
-"""The public verbs (DESIGN.md §2), callable from any process: views, shell, Celery.
+"""The public verbs, callable from any process: views, shell, Celery tasks.
 
 None of these needs to own the run. ``cancel``, ``suspend`` and ``purge``
 rotate the claim's epoch and drop its holder in the same transaction as the
 status write, so a still-running owner's next fenced write fails and it
-stops that run (DESIGN.md §4.5).
+stops that run (docs/ownership.md, "Revocation"). Every verb takes
+``using=None``, as Django's own APIs do: the database alias weft's tables
+live on (default: the router's choice for writes, normally ``"default"``).
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Q
-from django.db.models.functions import Now
 
+from . import updates
 from .exceptions import (
     WorkflowAlreadyExistsError,
     WorkflowCancelledError,
-    WorkflowClaimUnavailableError,
     WorkflowFailedError,
     WorkflowNotFoundError,
-    WorkflowTerminalError,
 )
-from .messages import close_open_requests, deliver, status_of
-from .models import (
-    TERMINAL_STATUSES,
-    Claim,
-    RunStatus,
-    UpdateStatus,
-    WorkflowEvent,
-    WorkflowRun,
-    WorkflowSignal,
-)
-from .notify import notify
-from .ownership.claims import revoke_statement
-from .ownership.clock import db_now
+from .models import Claim, RunStatus, UpdateStatus, WorkflowRun, WorkflowSignal, db_for
 from .runtime import registry
-from .runtime.payload import encode, encode_call
-from .runtime.registry import WorkflowDefinition
-
-USING = "default"
-MAX_ID_LENGTH = 255
-
-
-def _check_id(workflow_id: Any, what: str = "workflow_id") -> str:
-    if not isinstance(workflow_id, str) or not workflow_id or len(workflow_id) > MAX_ID_LENGTH:
-        raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
-    return workflow_id
-
-
-def new_run(
-    definition: WorkflowDefinition,
-    workflow_id: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    *,
-    parent_id: str = "",
-    start_at: datetime | None = None,
-    now: datetime | None = None,
-    using: str = USING,
-) -> WorkflowRun:
-    """Insert a pending run (IntegrityError when the id exists).
-
-    The database clock is read only when a start time or an execution timeout
-    needs it; otherwise the INSERT stamps the row with the database's own now.
-    """
-    if now is None and (start_at is not None or definition.timeout is not None):
-        now = db_now(using)
-    stamp: datetime | Now = now if now is not None else Now()
-    scheduled = start_at is not None and now is not None and start_at > now
-    timeout_at = None
-    if definition.timeout is not None and now is not None:
-        begins = start_at if scheduled and start_at is not None else now
-        timeout_at = begins + timedelta(seconds=definition.timeout)
-    return WorkflowRun.objects.using(using).create(
-        id=workflow_id,
-        workflow_name=definition.name,
-        workflow_version=definition.version,
-        status=RunStatus.PENDING,
-        args=args,
-        kwargs=kwargs,
-        parent_id=parent_id,
-        created_at=stamp,
-        updated_at=stamp,
-        start_at=start_at,
-        wake_at=start_at if scheduled else None,
-        timeout_at=timeout_at,
-    )
+from .runtime.inbox import deliver
+from .runtime.payload import check_id, encode, encode_call
+from .runtime.polling import NOT_YET, RESULT_BACKOFF, Poll
+from .runtime.runs import new_run, purge_run, resume_run, transition
+from .runtime.wakeups import notify
 
 
 def start(
@@ -99,182 +41,107 @@ def start(
     *args: Any,
     workflow_id: str | None = None,
     start_at: datetime | None = None,
+    using: str | None = None,
     **kwargs: Any,
 ) -> WorkflowHandle:
-    """Start a run of a registered workflow; returns once the run is stored."""
+    """Start a run of a registered workflow; returns once the run is stored.
+
+    ``workflow_id``, ``start_at`` and ``using`` are this function's own; every
+    other keyword argument goes to the workflow.
+    """
+    alias = db_for(using)
     definition = registry.resolve(workflow)
-    workflow_id = _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
+    workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
+    # Inside a caller's transaction, a savepoint, so a duplicate id does not break
+    # it; in autocommit the single INSERT is atomic by itself.
+    in_transaction = connections[alias].in_atomic_block
     try:
-        if connections[USING].in_atomic_block:
-            # A savepoint, so a duplicate id does not break the caller's transaction.
-            with transaction.atomic(using=USING):
-                new_run(definition, workflow_id, encoded_args, encoded_kwargs, start_at=start_at)
-        else:  # autocommit: the single INSERT is atomic by itself
-            new_run(definition, workflow_id, encoded_args, encoded_kwargs, start_at=start_at)
+        with transaction.atomic(using=alias) if in_transaction else nullcontext():
+            new_run(
+                definition,
+                workflow_id,
+                encoded_args,
+                encoded_kwargs,
+                start_at=start_at,
+                using=alias,
+            )
     except IntegrityError:
         raise WorkflowAlreadyExistsError(workflow_id) from None
-    notify(workflow_id)
-    return WorkflowHandle(workflow_id)
+    notify(workflow_id, using=alias)
+    return WorkflowHandle(workflow_id, using=using)
 
 
-def get_handle(workflow_id: str) -> WorkflowHandle:
-    if not WorkflowRun.objects.using(USING).filter(pk=workflow_id).exists():
+def get_handle(workflow_id: str, *, using: str | None = None) -> WorkflowHandle:
+    if not WorkflowRun.objects.using(db_for(using)).filter(pk=workflow_id).exists():
         raise WorkflowNotFoundError(workflow_id)
-    return WorkflowHandle(workflow_id)
+    return WorkflowHandle(workflow_id, using=using)
 
 
 def signal(
-    workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    workflow_id: str,
+    name: str,
+    payload: Any = None,
+    *,
+    signal_id: str | None = None,
+    using: str | None = None,
 ) -> None:
     """Durably buffer a signal; a repeated ``signal_id`` is a no-op."""
-    _check_id(workflow_id)
-    _check_id(name, "signal name")
+    using = db_for(using)
+    check_id(workflow_id)
+    check_id(name, "signal name")
     encoded = encode(payload, f"payload of signal {name!r}")
     if signal_id is not None:
-        _check_id(signal_id, "signal_id")
+        check_id(signal_id, "signal_id")
         # A repeat is a no-op: no second row, and no wake hint that would cost
         # the owner a pointless turn (an idempotent retry after the run ended
         # also succeeds, as the first call did).
-        if WorkflowSignal.objects.using(USING).filter(
-            run_id=workflow_id, signal_id=signal_id
-        ).exists():
+        if (
+            WorkflowSignal.objects.using(using)
+            .filter(run_id=workflow_id, signal_id=signal_id)
+            .exists()
+        ):
             return
     else:
         signal_id = uuid.uuid4().hex
     deliver(
         workflow_id,
         WorkflowSignal(run_id=workflow_id, signal_id=signal_id, name=name, payload=encoded),
+        using=using,
     )
 
 
-def _external_transition(workflow_id: str, status: str, *, allowed: tuple[str, ...]) -> None:
-    with transaction.atomic(using=USING):
-        # Claim first, run row second: an owner's fenced checkpoint holds its claim
-        # row (FOR SHARE on PostgreSQL) and then writes the run row, so taking them
-        # in the other order deadlocks with it. This way we queue behind it.
-        revoke_statement(USING, workflow_id)
-        now = db_now(USING)
-        changed = (
-            WorkflowRun.objects.using(USING)
-            .filter(pk=workflow_id, status__in=allowed)
-            .update(
-                status=status,
-                updated_at=now,
-                waiting_on=None,
-                wake_at=None,
-                wake_hint_at=None,
-                finished_at=now if status in TERMINAL_STATUSES else None,
-                error={"type": status.title(), "message": f"{status} by an operator"}
-                if status == RunStatus.CANCELLED
-                else None,
-            )
-        )
-        if changed != 1:
-            raise WorkflowTerminalError(workflow_id, status_of(workflow_id))
-        if status in TERMINAL_STATUSES:
-            close_open_requests(workflow_id, status, now=now, using=USING)
-        parent_id = (
-            WorkflowRun.objects.using(USING)
-            .filter(pk=workflow_id)
-            .values_list("parent_id", flat=True)
-            .first()
-        )
-        if parent_id and status in TERMINAL_STATUSES:
-            WorkflowRun.objects.using(USING).filter(pk=parent_id).update(wake_hint_at=now)
-            notify(parent_id)
-
-
-def cancel(workflow_id: str) -> None:
+def cancel(workflow_id: str, *, using: str | None = None) -> None:
     """Cancel a run from any process: epoch rotated, holder dropped, status cancelled."""
-    _external_transition(
-        workflow_id,
-        RunStatus.CANCELLED,
-        allowed=(RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.SUSPENDED),
-    )
+    transition(workflow_id, RunStatus.CANCELLED, using=using)
 
 
-def suspend(workflow_id: str) -> None:
+def suspend(workflow_id: str, *, using: str | None = None) -> None:
     """Suspend a run: it stops on its owner and stays put until ``resume``."""
-    _external_transition(
-        workflow_id,
-        RunStatus.SUSPENDED,
-        allowed=(RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING),
-    )
+    transition(workflow_id, RunStatus.SUSPENDED, using=using)
 
 
-def resume(workflow_id: str) -> None:
+def resume(workflow_id: str, *, using: str | None = None) -> None:
     """Make a suspended run runnable again under a fresh claim epoch.
 
     Raises ``WorkflowClaimUnavailableError`` if a live engine holds the claim.
     """
-    with transaction.atomic(using=USING):
-        now = db_now(USING)
-        holder = (
-            Claim.objects.using(USING)
-            .filter(workflow_id=workflow_id, holder__isnull=False)
-            .values_list("holder_id", flat=True)
-            .first()
-        )
-        status = status_of(workflow_id)
-        if status != RunStatus.SUSPENDED:
-            raise WorkflowTerminalError(workflow_id, status)
-        if holder is not None:
-            raise WorkflowClaimUnavailableError(workflow_id, holder)
-        started = WorkflowEvent.objects.using(USING).filter(run_id=workflow_id).exists()
-        WorkflowRun.objects.using(USING).filter(pk=workflow_id, status=RunStatus.SUSPENDED).update(
-            status=RunStatus.WAITING if started else RunStatus.PENDING,
-            error=None,
-            updated_at=now,
-            wake_at=now,
-            wake_hint_at=now,
-        )
-        revoke_statement(USING, workflow_id)
-        notify(workflow_id)
+    resume_run(workflow_id, using=using)
 
 
-def purge(workflow_id: str) -> None:
+def purge(workflow_id: str, *, using: str | None = None) -> None:
     """Delete a run and its history; its claim epoch is rotated, never reset."""
-    with transaction.atomic(using=USING):
-        status_of(workflow_id)
-        revoke_statement(USING, workflow_id)
-        WorkflowRun.objects.using(USING).filter(pk=workflow_id).delete()
+    purge_run(workflow_id, using=using)
 
 
-def expire_timed_out(limit: int = 500) -> list[str]:
-    """Commit ``timed_out`` for active runs past their execution timeout (any process)."""
-    now = db_now(USING)
-    expired: list[str] = []
-    candidates = list(
-        WorkflowRun.objects.using(USING)
-        .filter(status__in=(RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING))
-        .filter(timeout_at__isnull=False, timeout_at__lte=now)
-        .values_list("pk", flat=True)[:limit]
-    )
-    for workflow_id in candidates:
-        try:
-            _external_transition(
-                workflow_id,
-                RunStatus.TIMED_OUT,
-                allowed=(RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING),
-            )
-        except WorkflowTerminalError:
-            continue
-        expired.append(workflow_id)
-    return expired
-
-
-def result(workflow_id: str, timeout: float | None = None) -> Any:
+def result(workflow_id: str, timeout: float | None = None, *, using: str | None = None) -> Any:
     """Block until the run is terminal; return its result or raise its failure."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = 0.02
-    while True:
-        row = (
-            WorkflowRun.objects.using(USING)
-            .filter(pk=workflow_id)
-            .values_list("status", "result", "error")
-            .first()
-        )
+    runs = WorkflowRun.objects.using(db_for(using))
+    last_status = ""
+
+    def check() -> Any:
+        nonlocal last_status
+        row = runs.filter(pk=workflow_id).values_list("status", "result", "error").first()
         if row is None:
             raise WorkflowNotFoundError(workflow_id)
         status, value, error = row
@@ -284,11 +151,11 @@ def result(workflow_id: str, timeout: float | None = None) -> Any:
             raise WorkflowCancelledError(workflow_id)
         if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
             raise WorkflowFailedError(workflow_id, error or {"type": status})
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"Workflow run {workflow_id!r} is still {status}.")
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
-        time.sleep(delay if remaining is None else min(delay, remaining))
-        delay = min(delay * 1.5, 0.5)
+        last_status = status
+        return NOT_YET
+
+    poll: Poll[Any] = Poll(check, timeout=timeout, backoff=RESULT_BACKOFF)
+    return poll.wait(lambda: TimeoutError(f"Workflow run {workflow_id!r} is still {last_status}."))
 
 
 @dataclass(frozen=True)
@@ -312,9 +179,10 @@ class WorkflowDescription:
     error: dict[str, Any] | None
 
 
-def describe(workflow_id: str) -> WorkflowDescription:
+def describe(workflow_id: str, *, using: str | None = None) -> WorkflowDescription:
+    using = db_for(using)
     run = (
-        WorkflowRun.objects.using(USING)
+        WorkflowRun.objects.using(using)
         .filter(pk=workflow_id)
         .annotate(
             pending_signals=Count(
@@ -329,7 +197,7 @@ def describe(workflow_id: str) -> WorkflowDescription:
     if run is None:
         raise WorkflowNotFoundError(workflow_id)
     claim = (
-        Claim.objects.using(USING)
+        Claim.objects.using(using)
         .filter(workflow_id=workflow_id)
         .values_list("epoch", "holder_id", "holder__hostname", "holder__lease_expires_at")
         .first()
@@ -346,8 +214,8 @@ def describe(workflow_id: str) -> WorkflowDescription:
         claim_expires_at=expires,
         waiting_on=run.waiting_on,
         wake_at=run.wake_at,
-        pending_signals=run.pending_signals,
-        pending_updates=run.pending_updates,
+        pending_signals=run.pending_signals,  # type: ignore[attr-defined]
+        pending_updates=run.pending_updates,  # type: ignore[attr-defined]
         parent_id=run.parent_id,
         created_at=run.created_at,
         updated_at=run.updated_at,
@@ -361,24 +229,10 @@ class WorkflowHandle:
     """A reference to one run; every method is the module-level verb of that name."""
 
     id: str
+    using: str | None = field(default=None, compare=False)
 
     def signal(self, name: str, payload: Any = None, *, signal_id: str | None = None) -> None:
-        signal(self.id, name, payload, signal_id=signal_id)
-
-    def cancel(self) -> None:
-        cancel(self.id)
-
-    def suspend(self) -> None:
-        suspend(self.id)
-
-    def resume(self) -> None:
-        resume(self.id)
-
-    def purge(self) -> None:
-        purge(self.id)
-
-    def result(self, timeout: float | None = None) -> Any:
-        return result(self.id, timeout)
+        signal(self.id, name, payload, signal_id=signal_id, using=self.using)
 
     def update(
         self,
@@ -388,17 +242,30 @@ class WorkflowHandle:
         timeout: float = 30.0,
         update_id: str | None = None,
     ) -> Any:
-        from .updates import update
-
-        return update(self.id, name, payload, timeout=timeout, update_id=update_id)
+        return updates.update(
+            self.id, name, payload, timeout=timeout, update_id=update_id, using=self.using
+        )
 
     def query(self, name: str, *args: Any) -> Any:
-        from .updates import query
+        return updates.query(self.id, name, *args, using=self.using)
 
-        return query(self.id, name, *args)
+    def cancel(self) -> None:
+        cancel(self.id, using=self.using)
+
+    def suspend(self) -> None:
+        suspend(self.id, using=self.using)
+
+    def resume(self) -> None:
+        resume(self.id, using=self.using)
+
+    def purge(self) -> None:
+        purge(self.id, using=self.using)
+
+    def result(self, timeout: float | None = None) -> Any:
+        return result(self.id, timeout, using=self.using)
 
     def describe(self) -> WorkflowDescription:
-        return describe(self.id)
+        return describe(self.id, using=self.using)
 
 
 __all__ = [

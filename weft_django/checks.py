@@ -1,5 +1,6 @@
 """Django system checks: the ``WEFT`` settings (``weft.E00x``, with hints), and,
-with ``--database``, a second live engine in ownership mode ``none`` (``weft.W001``)."""
+with ``--database``, more live engines than the ownership mode allows
+(``weft.W001``: mode ``none`` allows one)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.core import checks
 from django.db import DatabaseError
 
 from . import conf
+from .ownership.modes import ownership_class
 
 
 @checks.register("weft")
@@ -22,23 +24,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def check_single_engine_in_mode_none(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Mode ``none`` has no fencing: more than one live engine is a hazard."""
+    """A mode without fencing (``none``) is a hazard with more than one live engine."""
     if not databases or "default" not in databases or conf.problems():
         return []
-    if conf.get_settings().ownership != conf.MODE_NONE:
-        return []
-    from .ownership.engines import other_live_engines
-
+    settings = conf.get_settings()
     try:
-        live = other_live_engines("", grace=2 * conf.get_settings().renew_interval)
+        crowd = ownership_class(settings.ownership).crowd(settings)
     except DatabaseError:
         return []  # not migrated yet: nothing to compare
-    if len(live) <= 1:
+    if not crowd:
         return []
     return [
         checks.Warning(
-            f"Ownership mode 'none' allows one worker, but {len(live)} engines are live: "
-            f"{', '.join(engine.id for engine in live)}.",
+            f"Ownership mode {settings.ownership!r} allows one worker, but {len(crowd)} "
+            f"engines are live: {', '.join(engine.id for engine in crowd)}.",
             hint="Stop all but one worker, or set WEFT['OWNERSHIP'] = 'workflow-lease'.",
             id="weft.W001",
         )

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
 from .exceptions import WeftConfigurationError
 
-MODE_WORKFLOW_LEASE = "workflow-lease"
-MODE_LEASE = "lease"
-MODE_NONE = "none"
-MODES = (MODE_WORKFLOW_LEASE, MODE_LEASE, MODE_NONE)
+# The ownership modes, by name. What a mode does lives in its strategy class
+# (weft_django.ownership.modes), chosen once at boot; settings only validate the name.
+MODES = ("workflow-lease", "lease", "none")
 
 DURATION_KEYS = (
     "CLAIM_TTL",
@@ -32,7 +31,7 @@ DURATION_KEYS = (
 )
 
 DEFAULTS: dict[str, Any] = {
-    "OWNERSHIP": MODE_WORKFLOW_LEASE,
+    "OWNERSHIP": MODES[0],
     "CLAIM_TTL": 30.0,
     "CLAIM_RENEW_INTERVAL": 5.0,
     "LEASE_TTL": 30.0,
@@ -54,6 +53,37 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """A lease's TTL and renew interval, and the judgments made from them.
+
+    The one home of the expiry rule: a holder is expired when its lease ended
+    more than ``expiry_grace`` (2 x renew interval) before the database's now,
+    strictly.
+    """
+
+    ttl: float
+    renew_interval: float
+
+    @property
+    def expiry_grace(self) -> float:
+        """Seconds past ``expires_at`` before a holder counts as expired (2 x renew)."""
+        return 2 * self.renew_interval
+
+    @property
+    def cooldown_cap(self) -> float:
+        """The longest anti-thrash cooldown after a lost claim (4 x TTL)."""
+        return 4 * self.ttl
+
+    def cutoff(self, now: datetime) -> datetime:
+        """A lease that ends before this instant is expired at ``now``."""
+        return now - timedelta(seconds=self.expiry_grace)
+
+    def is_expired(self, expires_at: datetime, now: datetime) -> bool:
+        """``expires_at + 2 x renew < now``, strictly."""
+        return expires_at < self.cutoff(now)
+
+
+@dataclass(frozen=True)
 class WeftSettings:
     ownership: str
     claim_ttl: float
@@ -66,26 +96,14 @@ class WeftSettings:
     notify: bool
 
     @property
-    def renew_interval(self) -> float:
-        """The renew interval of the configured mode."""
-        if self.ownership == MODE_LEASE:
-            return self.lease_renew_interval
-        return self.claim_renew_interval
+    def claim_timing(self) -> Timing:
+        """Per-workflow claims and the engine leases they live on."""
+        return Timing(self.claim_ttl, self.claim_renew_interval)
 
     @property
-    def ttl(self) -> float:
-        if self.ownership == MODE_LEASE:
-            return self.lease_ttl
-        return self.claim_ttl
-
-    @property
-    def expiry_grace(self) -> float:
-        """Seconds past ``expires_at`` before a holder counts as expired (2 x renew)."""
-        return 2 * self.renew_interval
-
-    @property
-    def cooldown_cap(self) -> float:
-        return 4 * self.ttl
+    def lease_timing(self) -> Timing:
+        """The store-wide lease of mode ``lease``."""
+        return Timing(self.lease_ttl, self.lease_renew_interval)
 
 
 def _raw() -> dict[str, Any]:

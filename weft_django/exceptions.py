@@ -167,7 +167,7 @@ class WeftSecondEngineWarning(UserWarning):
 
 
 def warn(warning: Warning) -> None:
-    """Log ``warning`` and emit it through :mod:`warnings` (DESIGN.md §2)."""
+    """Log ``warning`` and emit it through :mod:`warnings` (the README)."""
     logger.warning("%s", warning)
     try:
         warnings.warn(warning, stacklevel=2)

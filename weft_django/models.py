@@ -8,7 +8,7 @@ checked by rowcount; nothing here hides side effects in ``save()``.
 from __future__ import annotations
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import models, router
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -302,3 +302,13 @@ class UpdateRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}:{self.name}({self.update_id})"
+
+
+def db_for(using: str | None = None) -> str:
+    """The database alias weft works on: ``using`` when given, else the router's
+    choice for writing runs (``"default"`` when no router says otherwise).
+
+    Every weft table must live on that one database: a claim and the run it
+    fences are written in one transaction.
+    """
+    return using if using is not None else router.db_for_write(WorkflowRun)

@@ -44,7 +44,7 @@ class TurnPool:
 def recycle_connections() -> None:
     """``close_old_connections()`` for the worker's long-lived threads.
 
-    Around each unit of work (DESIGN.md §8) it drops connections that are
+    Around each unit of work (docs/operations.md) it drops connections that are
     broken or, with a positive ``CONN_MAX_AGE``, too old, like Django's own.
     Unlike it, ``CONN_MAX_AGE = 0`` (Django's default, meaning "close at the
     end of each request") does not close the connection after every turn: a

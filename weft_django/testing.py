@@ -54,7 +54,7 @@ class WorkflowDriver:
     def _candidates(self) -> list[str]:
         engine = self.engine
         now = engine.now()
-        cutoff = engine.claims.expiry_cutoff(now - engine.time_offset)
+        cutoff = engine.ownership.timing.cutoff(now - engine.time_offset)
         found = dict.fromkeys(scans.held_due(engine.engine_id, now, using=engine.using))
         found.update(dict.fromkeys(scans.pending_due(now, using=engine.using)))
         found.update(dict.fromkeys(scans.ownerless_active(using=engine.using)))

@@ -1,16 +1,20 @@
-"""The worker: the engine host behind ``manage.py weft_worker`` (DESIGN.md §6).
+"""The worker: the engine host behind ``manage.py weft_worker`` (docs/architecture.md).
 
 A :class:`Worker` owns one :class:`~weft_django.runtime.engine.WorkflowEngine`
-and runs, until stopped:
+and schedules its work. Until stopped it runs:
 
 * the **fast tick** (main thread, every ``TICK_INTERVAL`` or at once on a
-  PostgreSQL ``NOTIFY``): claim new pending runs and drive held runs that have
-  a wake hint or a due timer;
+  wake-up): queue held runs that are due, then claim new pending runs;
 * the **renewal loop** (its own thread, every renew interval): pass 1, renew;
 * the **scan loop** (another thread, same cadence, so a slow scan never makes
-  renewal late): pass 2 reclaim, pass 3 signal poll, pass 4 update poll;
+  renewal late): pass 2 reclaim, pass 3 signal poll, pass 4 update poll,
+  then the timeout sweep;
 * a pool of ``concurrency`` executor threads that drive turns;
-* a ``LISTEN`` thread on PostgreSQL.
+* a wake-up listener (PostgreSQL ``LISTEN``, or SQLite's change watch).
+
+What each pass does, and which runs are selected and claimed, is the engine's
+ownership strategy's business (:mod:`weft_django.ownership.modes`); this
+module only decides when.
 
 ``stop()`` marks the engine disposing first, so no pass still in flight can
 take a claim or drive a reclaimed run; in-flight turns get a grace period,
@@ -27,28 +31,19 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
-from django.db.models import OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db import DatabaseError, connections
+from prometheus_client import start_http_server
 
-from . import wakeups
-from .conf import MODE_LEASE, MODE_NONE, WeftSettings, get_settings
-from .exceptions import WeftSecondEngineWarning, warn
-from .models import Claim, EngineKind, RunStatus, WorkflowRun
-from .notify import notify_enabled
-from .ownership import metrics, scans
-from .ownership.engines import other_live_engines
-from .ownership.passes import PassResult
-from .ownership.reclaim import reclaim_scan
-from .ownership.results import Acquired
-from .ownership.signal_poll import signal_poll_pass
-from .ownership.update_poll import EngineUpdateTarget, update_poll_pass
+from .conf import WeftSettings, get_settings
+from .models import EngineKind, db_for
+from .ownership import metrics
+from .ownership.outcomes import PassResult
 from .pool import TurnPool, close_connections, recycle_connections
-from .runtime import registry
-from .runtime.engine import WorkflowEngine
+from .runtime import registry, wakeups
+from .runtime.engine import TurnOutcome, WorkflowEngine
+from .runtime.passes import EnginePasses
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -67,7 +62,7 @@ class Worker:
         status_interval: float = 60.0,
         batch_size: int | None = None,
         settings: WeftSettings | None = None,
-        using: str = "default",
+        using: str | None = None,
         engine: WorkflowEngine | None = None,
         on_pass: Callable[[PassResult], None] | None = None,
     ) -> None:
@@ -81,14 +76,17 @@ class Worker:
         self.shutdown_grace = shutdown_grace
         self.status_interval = status_interval
         self.batch_size = batch_size or max(concurrency * 2, 4)
-        self.using = using
+        self.using = db_for(using)
         self.engine = engine or WorkflowEngine(
-            kind=EngineKind.WORKER, settings=self.settings, using=using
+            kind=EngineKind.WORKER, settings=self.settings, using=self.using
         )
+        self.ownership = self.engine.ownership
+        self.timing = self.ownership.timing
+        self.passes = EnginePasses(self.engine, submit=self._submit, busy=self._is_queued)
         self.on_pass = on_pass
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._notified = threading.Event()  # a NOTIFY arrived: check due runs now
+        self._notified = threading.Event()  # a wake-up arrived: check due runs now
         self._queued: set[str] = set()
         self._queued_lock = threading.Lock()
         self._retry_drive: set[str] = set()
@@ -123,7 +121,7 @@ class Worker:
         ``disposing`` status is written by the shutdown that follows.
         """
         self.engine.stopping.set()
-        self.engine.claims.disposing = True
+        self.ownership.dispose()
         self._stop.set()
         self._wake.set()
 
@@ -133,37 +131,22 @@ class Worker:
         self.engine.start()
         if self.install_signal_handlers:
             self._install_signal_handlers()
-        s = self.settings
-        vendor = connections[self.using].vendor
-        name = connections[self.using].settings_dict.get("NAME")
+        connection = connections[self.using]
         logger.info(
             "weft worker %s started: mode=%s database=%s:%s ttl=%gs renew=%gs "
             "tick=%gs concurrency=%d workflows=%s",
             self.engine.engine_id,
-            s.ownership,
-            vendor,
-            name,
-            s.ttl,
-            s.renew_interval,
-            s.tick_interval,
+            self.ownership.name,
+            connection.vendor,
+            connection.settings_dict.get("NAME"),
+            self.timing.ttl,
+            self.timing.renew_interval,
+            self.settings.tick_interval,
             self.concurrency,
             ", ".join(registry.registered_names()) or "(none registered)",
         )
-        if s.ownership == MODE_NONE:
-            others = other_live_engines(
-                self.engine.engine_id, grace=2 * s.renew_interval, using=self.using
-            )
-            if others:
-                warn(
-                    WeftSecondEngineWarning(
-                        "Ownership mode 'none' allows one worker only, but other live "
-                        f"engines share this database: {', '.join(e.id for e in others)}. "
-                        "Runs may execute twice; use 'workflow-lease'."
-                    )
-                )
+        self.ownership.warn_if_crowded()
         if self.metrics_port is not None:
-            from prometheus_client import start_http_server
-
             start_http_server(self.metrics_port, registry=metrics.REGISTRY)
             logger.info("metrics on :%d/metrics", self.metrics_port)
         self._pool = TurnPool(self._drive_unit)
@@ -171,22 +154,18 @@ class Worker:
             self._spawn(f"weft-turn-{index}", self._pool.serve)
         self._spawn("weft-renewal", self._renewal_loop)
         self._spawn("weft-scans", self._scan_loop)
-        if notify_enabled(self.using):
-            self._spawn(
-                "weft-listen",
-                functools.partial(wakeups.listen, self.using, self._stop, self._on_notify),
-            )
+        if wakeups.notify_enabled(self.using):
+            listen = functools.partial(wakeups.listen, self.using, self._stop, self._on_notify)
+            self._spawn("weft-listen", listen)
         elif wakeups.can_watch_sqlite(self.using, self.settings):
-            self._spawn(
-                "weft-sqlite-watch",
-                functools.partial(
-                    wakeups.watch_sqlite,
-                    self.using,
-                    self._stop,
-                    self._on_notify,
-                    poll=min(0.01, self.settings.tick_interval),
-                ),
+            watch = functools.partial(
+                wakeups.watch_sqlite,
+                self.using,
+                self._stop,
+                self._on_notify,
+                poll=min(0.01, self.settings.tick_interval),
             )
+            self._spawn("weft-sqlite-watch", watch)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=self._thread_main, args=(target,), name=name, daemon=True)
@@ -220,15 +199,13 @@ class Worker:
         last_status = time.monotonic()
         last_due_check = -math.inf
         idle_ticks = 0
+        tick = self.settings.tick_interval
         while not self._stop.is_set():
             self._wake.clear()
-            # The due-runs query runs on a NOTIFY and once per tick interval, not
+            # The due-runs query runs on a wake-up and once per tick interval, not
             # after every finished turn (a finished turn wakes the loop to refill
             # the queue; it makes no other run of this engine due).
-            check_due = (
-                self._notified.is_set()
-                or time.monotonic() - last_due_check >= self.settings.tick_interval
-            )
+            check_due = self._notified.is_set() or time.monotonic() - last_due_check >= tick
             if check_due:
                 self._notified.clear()
                 last_due_check = time.monotonic()
@@ -245,8 +222,7 @@ class Worker:
                 self._log_status()
             # Sleep until the next due check (a turn that ended in between must
             # not push it a whole interval further), or until woken.
-            next_due = last_due_check + self.settings.tick_interval
-            self._wake.wait(max(next_due - time.monotonic(), 0.001))
+            self._wake.wait(max(last_due_check + tick - time.monotonic(), 0.001))
 
     def _safely(self, what: str, fn: Callable[[], Any]) -> Any:
         recycle_connections()
@@ -269,115 +245,61 @@ class Worker:
         with self._queued_lock:
             return not self._queued
 
+    def _is_queued(self, run_id: str) -> bool:
+        with self._queued_lock:
+            return run_id in self._queued
+
     def _tick(self, *, check_due: bool = True) -> int:
-        """One fast tick: wake held runs that are due, then take new pending runs.
+        """One fast tick: queue held runs that are due, then take new pending runs.
 
         New runs are claimed in batches: only when the local queue is empty or at
         most half full, so a busy worker does not pay a claim transaction for
         every turn that ends.
         """
-        engine = self.engine
-        if engine.stopping.is_set():
-            return 0
-        if engine.mode == MODE_LEASE and not self._holds_global_lease():
+        if self.engine.stopping.is_set() or not self.ownership.can_drive():
             return 0
         with self._queued_lock:
             retry, self._retry_drive = self._retry_drive, set()
-        capacity = self._capacity()
-        refill = capacity >= max(self.batch_size // 2, 1) or self._idle()
+        refill = self._capacity() >= max(self.batch_size // 2, 1) or self._idle()
         if not (check_due or refill or retry):
             return 0
-        now = engine.now()
+        now = self.engine.now()
+        names = registry.registered_names()
         found = 0
         if check_due:
-            for run_id in self._due_runs(now):
+            for run_id in self.ownership.due_runs(now, names, limit=self.batch_size * 4):
                 if self._capacity() <= 0:
                     break
-                with self._queued_lock:
-                    if run_id in self._queued:
-                        continue
-                if engine.mode == MODE_LEASE or engine.claims.check_wake(run_id, "tick"):
+                if not self._is_queued(run_id) and self.ownership.check_wake(run_id, "tick"):
                     found += self._submit(run_id)
         for run_id in retry:
             found += self._submit(run_id)
         capacity = self._capacity()
         if refill and capacity > 0:
-            for run_id in self._claim_pending(now, capacity):
+            for run_id in self.ownership.claim_pending(now, names, capacity):
                 found += self._submit(run_id)
         return found
 
-    def _due_runs(self, now: Any) -> list[str]:
-        engine = self.engine
-        if engine.mode == MODE_LEASE:
-            # Registered types only: a due run this worker cannot drive would
-            # otherwise be picked (and turned away) on every tick.
-            return list(
-                WorkflowRun.objects.using(self.using)
-                .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
-                .filter(workflow_name__in=registry.registered_names())
-                .filter(Q(wake_hint_at__isnull=False) | Q(wake_at__lte=now))
-                .order_by("pk")
-                .values_list("pk", flat=True)[: self.batch_size * 4]
-            )
-        return scans.held_due(engine.engine_id, now, limit=self.batch_size * 4, using=self.using)
-
-    def _claim_pending(self, now: Any, capacity: int) -> list[str]:
-        """Claim up to ``capacity`` due pending runs (SKIP LOCKED on PostgreSQL)."""
-        engine = self.engine
-        names = registry.registered_names()
-        query = (
-            WorkflowRun.objects.using(self.using)
-            .filter(status=RunStatus.PENDING, workflow_name__in=names)
-            .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
-            .order_by("created_at", "pk")
-        )
-        won: list[str] = []
-        if engine.mode == MODE_LEASE:
-            return list(query.values_list("pk", flat=True)[:capacity])
-        # The claim's epoch comes with the run (0: no claim row yet), so each
-        # acquire is one conditional write, without reading the claim first.
-        query = query.filter(~scans.has_holder()).annotate(
-            claim_epoch=Coalesce(
-                Subquery(Claim.objects.filter(workflow_id=OuterRef("pk")).values("epoch")[:1]),
-                Value(0),
-            )
-        )
-        claims = engine.claims
-
-        def acquire(rows: list[tuple[str, int]]) -> list[str]:
-            return [
-                run_id
-                for run_id, epoch in rows
-                if isinstance(claims.acquire(run_id, expected_epoch=epoch), Acquired)
-            ]
-
-        if connections[self.using].features.has_select_for_update_skip_locked:
-            with transaction.atomic(using=self.using):
-                rows = list(
-                    query.select_for_update(skip_locked=True, of=("self",)).values_list(
-                        "pk", "claim_epoch"
-                    )[:capacity]
-                )
-                won = acquire(rows)
-        else:
-            won = acquire(list(query.values_list("pk", "claim_epoch")[:capacity]))
-        return won
+    def _on_notify(self) -> None:
+        """A wake source (NOTIFY, SQLite change watch) saw a commit: tick at once."""
+        self._notified.set()
+        self._wake.set()
 
     # -- driving --------------------------------------------------------------------
 
-    def _submit(self, run_id: str) -> int:
+    def _submit(self, run_id: str) -> bool:
         """Queue one turn of ``run_id`` on the executor (once at a time per run)."""
         if self._pool is None or self.engine.stopping.is_set():
-            return 0
+            return False
         with self._queued_lock:
             if run_id in self._queued:
-                return 0
+                return False
             self._queued.add(run_id)
         if not self._pool.submit(run_id):  # shut down
             with self._queued_lock:
                 self._queued.discard(run_id)
-            return 0
-        return 1
+            return False
+        return True
 
     def _drive_unit(self, run_id: str) -> None:
         if self.engine.stopping.is_set():
@@ -390,7 +312,7 @@ class Worker:
             outcome = self.engine.drive(run_id)
             with self._queued_lock:
                 self.turns_done += 1
-            retry = outcome.value == "abandoned"
+            retry = outcome == TurnOutcome.ABANDONED
         except Exception:
             logger.exception("turn of %s failed; the claim is kept and retried", run_id)
             retry = True
@@ -402,154 +324,59 @@ class Worker:
             recycle_connections()
             self._wake.set()
 
-    # -- renewal and scans ------------------------------------------------------------
+    # -- the renewal loop's passes ------------------------------------------------------
 
-    def _renewal_loop(self) -> None:
-        interval = self.settings.renew_interval
+    def _loop(
+        self,
+        passes: tuple[tuple[str, Callable[[], PassResult | None]], ...],
+        *,
+        after: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Run ``passes`` in order every renew interval until stopped."""
+        interval = self.timing.renew_interval
         while not self._stop.is_set():
             began = time.monotonic()
-            self._safely("renew", self._renew_pass)
-            self._stop.wait(max(interval - (time.monotonic() - began), 0.0))
-
-    def _renew_pass(self) -> None:
-        engine = self.engine
-        with metrics.pass_seconds.labels(pass_name="renew").time():
-            if engine.global_lease is not None:
-                had = engine.global_lease.held
-                holds = engine.global_lease.renew() if had else False
-                if not holds and not engine.stopping.is_set():
-                    holds = engine.global_lease.try_acquire()
-                    if holds:
-                        logger.info("took the global lease (epoch %s)", engine.global_lease.epoch)
-                        self._wake.set()
-                if had and not holds:
-                    logger.warning("lost the global lease; standing by")
-            renewal = engine.claims.renew()
-        result = PassResult("renew", started_at=renewal.started_at)
-        result.finished_at = renewal.finished_at
-        for run_id, outcome in renewal.outcomes.items():
-            result.record(run_id, outcome)
-        for outcome, count in result.counts.items():
-            metrics.pass_outcomes.labels(pass_name="renew", outcome=outcome).inc(count)
-        self._publish(result)
-
-    def _scan_loop(self) -> None:
-        interval = self.settings.renew_interval
-        while not self._stop.is_set():
-            began = time.monotonic()
-            for name, fn in (
-                ("reclaim", self._reclaim_pass),
-                ("signal_poll", self._signal_pass),
-                ("update_poll", self._update_pass),
-            ):
+            for name, run_pass in passes:
                 if self._stop.is_set():
                     break
-                with metrics.pass_seconds.labels(pass_name=name).time():
-                    self._safely(name, fn)
-            self._safely("timeouts", self._timeout_pass)
-            self._scans_done.set()
+                result = self._safely(name, run_pass)
+                if result is not None:
+                    self._publish(result)
+            after()
             self._stop.wait(max(interval - (time.monotonic() - began), 0.0))
 
-    def _reclaim_pass(self) -> None:
-        if self.engine.mode == MODE_LEASE:
-            self._publish(self._lease_recovery())
-            return
-        self._publish(reclaim_scan(self.engine, drive=self._submit))
+    def _renewal_loop(self) -> None:
+        self._loop((("renew", self._renew_pass),))
 
-    def _holds_global_lease(self) -> bool:
-        lease = self.engine.global_lease
-        return lease is not None and lease.held
-
-    def _lease_recovery(self) -> PassResult:
-        """Mode ``lease``: drive the runs a previous lease holder left mid-turn.
-
-        A run that was ``running`` when its holder died has no wake hint and no
-        due timer, so the fast tick never finds it; without this the standby
-        that takes the lease over would strand it. Any ``running`` run of a
-        registered type that this engine is not driving (and was not driving
-        when the query began) is one of those.
-        """
-        engine = self.engine
-        result = PassResult("reclaim", started_at=engine.now())
-        began = time.monotonic()
-        if self._holds_global_lease() and not engine.stopping.is_set():
-            with self._queued_lock:
-                busy = set(self._queued)
-            orphans = (
-                WorkflowRun.objects.using(self.using)
-                .filter(status=RunStatus.RUNNING, workflow_name__in=registry.registered_names())
-                .order_by("pk")
-                .values_list("pk", flat=True)[:500]
-            )
-            for run_id in orphans:
-                if run_id in busy:
-                    continue
-                result.record(run_id, "reclaimed" if self._submit(run_id) else "not_eligible")
-        result.finished_at = result.started_at + timedelta(seconds=time.monotonic() - began)
-        for outcome, count in result.counts.items():
-            metrics.pass_outcomes.labels(pass_name="reclaim", outcome=outcome).inc(count)
+    def _renew_pass(self) -> PassResult:
+        could = self.ownership.can_drive()
+        result = self.passes.renew()
+        if not could and self.ownership.can_drive():
+            self._wake.set()  # e.g. took the global lease: work at once
         return result
 
-    def _signal_pass(self) -> None:
-        engine = self.engine
-        if engine.mode == MODE_LEASE and not self._holds_global_lease():
-            return
-        held = (
-            list(engine.claims.held)
-            if engine.mode != MODE_LEASE
-            else list(
-                WorkflowRun.objects.using(self.using)
-                .filter(status=RunStatus.WAITING, workflow_name__in=registry.registered_names())
-                .values_list("pk", flat=True)
-            )
+    def _scan_loop(self) -> None:
+        self._loop(
+            (
+                ("reclaim", self.passes.reclaim),
+                ("signal_poll", self.passes.signal_poll),
+                ("update_poll", self.passes.update_poll),
+                ("timeouts", self.passes.timeouts),
+            ),
+            after=self._scans_done.set,
         )
-        self._publish(
-            signal_poll_pass(held, wake=self._wake_for_signal, now=engine.now(), using=self.using)
-        )
-
-    def _wake_for_signal(self, run_id: str) -> None:
-        if self.engine.mode == MODE_LEASE or self.engine.claims.check_wake(run_id, "signal"):
-            self._submit(run_id)
-
-    def _update_pass(self) -> None:
-        engine = self.engine
-        if engine.mode == MODE_LEASE and not (engine.global_lease and engine.global_lease.held):
-            return
-        target = EngineUpdateTarget(engine, schedule=self._schedule, using=self.using)
-        self._publish(update_poll_pass(target, clock=engine.now).as_pass_result())
-
-    def _schedule(self, run_id: str) -> bool:
-        """Make sure a turn of ``run_id`` is coming (queued now, or queued already)."""
-        if self._submit(run_id):
-            return True
-        with self._queued_lock:
-            return run_id in self._queued and not self.engine.stopping.is_set()
-
-    def _on_notify(self) -> None:
-        """A wake source (NOTIFY, SQLite change watch) saw a commit: tick at once."""
-        self._notified.set()
-        self._wake.set()
-
-    def _timeout_pass(self) -> None:
-        from .api import expire_timed_out
-        from .updates import purge_expired_updates
-
-        expire_timed_out()
-        purge_expired_updates(using=self.using)
 
     def _publish(self, result: PassResult) -> None:
         self.last_passes[result.name] = result
         if self.on_pass is not None:
             self.on_pass(result)
 
-    # -- LISTEN/NOTIFY, and its SQLite stand-in -------------------------------------------
-
     # -- status and shutdown ------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
         return {
             "engine_id": self.engine.engine_id,
-            "held_claims": len(self.engine.claims.held),
+            "held_claims": self.ownership.held_count(),
             "running_turns": self.engine.in_flight,
             "queued_turns": len(self._queued),
             "turns_done": self.turns_done,
@@ -578,7 +405,7 @@ class Worker:
                     self.engine.in_flight,
                     self.shutdown_grace,
                 )
-        join_until = time.monotonic() + max(self.settings.renew_interval, 2.0)
+        join_until = time.monotonic() + max(self.timing.renew_interval, 2.0)
         for thread in self._threads:
             thread.join(timeout=max(join_until - time.monotonic(), 0.01))
         recycle_connections()

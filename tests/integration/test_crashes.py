@@ -1,4 +1,4 @@
-"""Owners that die, freeze or stop: takeover, fencing, release (DESIGN.md §4.3, §6).
+"""Owners that die, freeze or stop: takeover, fencing, release (docs/ownership.md).
 
 Timings (``helpers.FAST``): CLAIM_TTL 3 s, CLAIM_RENEW_INTERVAL 1 s, so a
 crashed owner is taken over within CLAIM_TTL + 2 x renew + renew = 6 s.

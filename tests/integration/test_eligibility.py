@@ -1,4 +1,4 @@
-"""A worker only ever claims runs of workflow types it has registered (DESIGN.md §4.4)."""
+"""A worker only ever claims runs of workflow types it has registered (docs/ownership.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ownership modes ``lease`` and ``none`` with real worker processes (DESIGN.md §4.1)."""
+"""Ownership modes ``lease`` and ``none`` with real worker processes (docs/ownership.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cross-process signal delivery to a run parked on a worker (DESIGN.md §4.4, §7).
+"""Cross-process signal delivery to a run parked on a worker (docs/ownership.md).
 
 The sender is this test process, which owns nothing: ``weft.signal`` only
 stores the signal and leaves a wake hint (plus a ``NOTIFY`` on PostgreSQL).
@@ -67,6 +67,6 @@ def test_signal_with_notify_wakes_the_owner_at_once(workers, wait):
     # PostgreSQL: LISTEN/NOTIFY. SQLite: the worker's PRAGMA data_version watch.
     latencies = _deliveries(workers, wait, WEFT_NOTIFY="true")
     print("delivery with NOTIFY (s):", ", ".join(f"{x:.3f}" for x in latencies))
-    # DESIGN.md §7 wants p99 < 100 ms on PostgreSQL (bench/signal_latency.py
+    # docs/benchmarks.md wants p99 < 100 ms on PostgreSQL (bench/signal_latency.py
     # measures it); here: clearly not the 1 s poll and not the 30 s tick.
     assert max(latencies) < 0.5

@@ -1,4 +1,4 @@
-"""Every claim transition and every result type of ClaimRegistry (DESIGN.md §4.3).
+"""Every claim transition and every result type of ClaimRegistry (docs/ownership.md).
 
 Settings in force (the ``weft_settings`` fixture): CLAIM_TTL=30, CLAIM_RENEW_INTERVAL=5,
 so a lease taken at ``t`` ends at ``t + 30`` and counts as expired strictly after
@@ -15,18 +15,18 @@ import pytest
 
 from weft_django.exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning
 from weft_django.models import Claim, Engine, EngineStatus, RunStatus, WorkflowRun
-from weft_django.ownership.claims import ClaimRegistry, release_statement, revoke_statement
+from weft_django.ownership.claims import ClaimRegistry, release_statement
 from weft_django.ownership.results import (
     Acquired,
     BackoffSkipped,
     ClaimState,
     Lost,
     LostRace,
-    NoClaim,
     NotExpired,
     NotHeld,
     Released,
 )
+from weft_django.ownership.revoke import revoke_statement
 
 TTL = 30.0
 GRACE = 10.0  # 2 x CLAIM_RENEW_INTERVAL
@@ -183,7 +183,7 @@ def test_a_holder_that_renewed_after_the_read_is_never_deposed(a, b, clock):
     a.acquire("wf")
     clock.advance(PAST_DEADLINE)
     state = b.read("wf")
-    assert b.is_expired(state.expires_at, clock())  # b's judgment: expired
+    assert b.timing.is_expired(state.expires_at, clock())  # b's judgment: expired
     a.renew()  # ... but a renews before b writes
     result = b.takeover("wf", holder_id=state.holder_id, epoch=state.epoch)
     assert isinstance(result, NotExpired)
@@ -218,13 +218,13 @@ def test_expiry_boundary_is_strict(a, b, clock, past):
     a.acquire("wf")
     deadline = Engine.objects.get(id="engine-a").lease_expires_at + timedelta(seconds=GRACE)
     clock.set(deadline)  # expires_at + 2 x renew == now: still live
-    assert not b.is_expired(deadline - timedelta(seconds=GRACE), clock())
+    assert not b.timing.is_expired(deadline - timedelta(seconds=GRACE), clock())
     assert isinstance(b.claim("wf"), NotExpired)
     # the SQL re-check in the takeover statement draws the same line
     assert isinstance(b.takeover("wf", holder_id="engine-a", epoch=1), NotExpired)
     assert row("wf") == (1, "engine-a")
     clock.set(deadline + past)
-    assert b.is_expired(deadline - timedelta(seconds=GRACE), clock())
+    assert b.timing.is_expired(deadline - timedelta(seconds=GRACE), clock())
     assert b.claim("wf") == Acquired("wf", 2, takeover=True)
 
 
@@ -376,7 +376,7 @@ def test_check_wake_compares_the_epoch_not_only_the_engine_id(a, make_registry, 
     a.acquire("wf")
     # the claim is released behind a's back and re-taken under the same engine id
     release_statement("default", "wf", "engine-a", 1)
-    again = ClaimRegistry("engine-a", settings=a.settings, clock=clock)
+    again = ClaimRegistry("engine-a", timing=a.timing, clock=clock)
     assert again.acquire("wf") == Acquired("wf", 2)
     assert row("wf") == (2, "engine-a")
     with pytest.warns(WeftWorkflowWakeDiscardedWarning) as record:
@@ -398,15 +398,14 @@ def test_check_wake_for_a_claim_this_engine_does_not_hold_is_false(a, b):
 # -- reads ---------------------------------------------------------------------
 
 
-def test_state_or_no_claim_is_a_typed_result(a, clock):
-    assert a.state_or_no_claim("missing") == NoClaim("missing")
+def test_read_is_a_typed_result(a, clock):
     assert a.read("missing") is None
     a.acquire("wf")
-    state = a.state_or_no_claim("wf")
+    state = a.read("wf")
     lease = Engine.objects.get(id="engine-a").lease_expires_at
     assert state == ClaimState("wf", 1, "engine-a", clock(), lease)
     a.release("wf")
-    assert a.state_or_no_claim("wf") == ClaimState("wf", 1, None, None, None)
+    assert a.read("wf") == ClaimState("wf", 1, None, None, None)
 
 
 # -- cooldown through the registry -------------------------------------------------

@@ -1,4 +1,4 @@
-"""The anti-thrash cooldown after a lost claim (DESIGN.md §4.3).
+"""The anti-thrash cooldown after a lost claim (docs/ownership.md).
 
 Exponential from CLAIM_RENEW_INTERVAL (5 s), doubling per consecutive loss,
 capped at 4 x CLAIM_TTL (120 s). A successful acquire or takeover clears the

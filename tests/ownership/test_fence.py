@@ -8,10 +8,12 @@ from django.db import transaction
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarning
 from weft_django.models import GlobalLease, RunStatus, WorkflowEvent, WorkflowRun, WorkflowSignal
-from weft_django.ownership.claims import release_statement, revoke_statement
+from weft_django.ownership.claims import release_statement
 from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced, fenced_insert
+from weft_django.ownership.fence import fenced, fenced_by_global_lease, fenced_insert
 from weft_django.ownership.global_lease import GlobalLeaseManager
+from weft_django.ownership.modes import ownership_for
+from weft_django.ownership.revoke import revoke_statement
 
 PAST_DEADLINE = 30 + 10 + 0.001
 
@@ -39,7 +41,7 @@ def nothing_written(run: WorkflowRun) -> bool:
 def test_fenced_commits_while_the_claim_is_held(make_registry, run):
     a = make_registry("engine-a")
     a.acquire("wf")
-    with fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"):
+    with fenced("wf", engine_id="engine-a", epoch=1):
         write_everything(run, 1, "engine-a", 1)
     assert list(WorkflowEvent.objects.values_list("seq", "engine_id", "epoch")) == [
         (1, "engine-a", 1)
@@ -56,7 +58,7 @@ def test_a_deposed_engines_write_is_refused_and_rolled_back_entirely(make_regist
     entered = []
     with (
         pytest.raises(EngineDeposedError) as excinfo,
-        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+        fenced("wf", engine_id="engine-a", epoch=1),
     ):
         entered.append(True)
         write_everything(run, 1, "engine-a", 1)
@@ -64,7 +66,7 @@ def test_a_deposed_engines_write_is_refused_and_rolled_back_entirely(make_regist
     assert entered == []
     assert nothing_written(run)
     # the new owner writes at its epoch
-    with fenced("wf", engine_id="engine-b", epoch=2, mode="workflow-lease"):
+    with fenced("wf", engine_id="engine-b", epoch=2):
         write_everything(run, 1, "engine-b", 2)
     assert list(WorkflowEvent.objects.values_list("engine_id", "epoch")) == [("engine-b", 2)]
 
@@ -80,7 +82,7 @@ def test_the_refusal_rolls_back_the_callers_enclosing_transaction_too(make_regis
         transaction.atomic(),
     ):
         WorkflowRun.objects.create(id="user-row", workflow_name="user.write")
-        with fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"):
+        with fenced("wf", engine_id="engine-a", epoch=1):
             write_everything(run, 1, "engine-a", 1)
     assert not WorkflowRun.objects.filter(id="user-row").exists()
     assert nothing_written(run)
@@ -93,7 +95,7 @@ def test_same_engine_at_a_stale_epoch_is_refused(make_registry, run):
     a.acquire("wf")  # epoch 2
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+        fenced("wf", engine_id="engine-a", epoch=1),
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)
@@ -110,7 +112,7 @@ def test_no_holder_means_no_write(make_registry, run, how):
             revoke_statement("default", "wf")
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+        fenced("wf", engine_id="engine-a", epoch=1),
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)
@@ -121,7 +123,7 @@ def test_an_error_inside_the_block_rolls_back_its_writes(make_registry, run):
     a.acquire("wf")
     with (
         pytest.raises(ZeroDivisionError),
-        fenced("wf", engine_id="engine-a", epoch=1, mode="workflow-lease"),
+        fenced("wf", engine_id="engine-a", epoch=1),
     ):
         write_everything(run, 1, "engine-a", 1)
         1 / 0  # noqa: B018
@@ -138,7 +140,7 @@ def test_a_lost_claim_is_refused_even_before_the_owner_notices(make_registry, cl
     assert a.held == {"wf": 1}  # a has not renewed yet
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=a.epoch_of("wf"), mode="workflow-lease"),
+        fenced("wf", engine_id="engine-a", epoch=a.epoch_of("wf")),
     ):
         write_everything(run, 1, "engine-a", 1)
     with pytest.warns(WeftWorkflowClaimLostWarning):
@@ -146,8 +148,9 @@ def test_a_lost_claim_is_refused_even_before_the_owner_notices(make_registry, cl
     assert nothing_written(run)
 
 
-def test_mode_none_does_not_fence(db, run):
-    with fenced("wf", engine_id="anyone", epoch=0, mode="none"):
+def test_mode_none_does_not_fence(db, weft_settings, run):
+    weft_settings(OWNERSHIP="none")
+    with ownership_for("anyone", get_settings()).fenced("wf", 0):
         write_everything(run, 1, "anyone", 0)
     assert WorkflowEvent.objects.count() == 1
 
@@ -157,16 +160,16 @@ def test_lease_mode_fences_on_the_global_lease_epoch(db, weft_settings, clock, r
     config = get_settings()
     for engine_id in ("engine-a", "engine-b"):
         register_engine(config, engine_id=engine_id, kind="test", now=clock())
-    a = GlobalLeaseManager("engine-a", config, clock=clock)
-    b = GlobalLeaseManager("engine-b", config, clock=clock)
+    a = GlobalLeaseManager("engine-a", config.lease_timing, clock=clock)
+    b = GlobalLeaseManager("engine-b", config.lease_timing, clock=clock)
     assert a.try_acquire()
     # no per-workflow claim row is involved in mode lease
-    with fenced("wf", engine_id="engine-a", epoch=a.epoch, mode="lease"):
+    with fenced_by_global_lease("wf", engine_id="engine-a", epoch=a.epoch):
         write_everything(run, 1, "engine-a", 1)
     assert WorkflowEvent.objects.count() == 1
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=a.epoch + 1, mode="lease"),
+        fenced_by_global_lease("wf", engine_id="engine-a", epoch=a.epoch + 1),
     ):  # a lease holder at the wrong epoch
         WorkflowEvent.objects.create(run=run, seq=2, kind="step")
     clock.advance(PAST_DEADLINE)
@@ -174,11 +177,11 @@ def test_lease_mode_fences_on_the_global_lease_epoch(db, weft_settings, clock, r
     assert b.epoch == 2
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=1, mode="lease"),
+        fenced_by_global_lease("wf", engine_id="engine-a", epoch=1),
     ):
         WorkflowEvent.objects.create(run=run, seq=2, kind="step")
     assert list(WorkflowEvent.objects.values_list("seq", flat=True)) == [1]
-    with fenced("wf", engine_id="engine-b", epoch=2, mode="lease"):
+    with fenced_by_global_lease("wf", engine_id="engine-b", epoch=2):
         WorkflowEvent.objects.create(run=run, seq=2, kind="step")
     assert list(WorkflowEvent.objects.values_list("seq", flat=True)) == [1, 2]
     assert GlobalLease.objects.get().holder_id == "engine-b"
@@ -188,12 +191,12 @@ def test_lease_mode_refuses_everyone_when_nobody_holds_the_lease(db, weft_settin
     weft_settings(OWNERSHIP="lease")
     config = get_settings()
     register_engine(config, engine_id="engine-a", kind="test", now=clock())
-    a = GlobalLeaseManager("engine-a", config, clock=clock)
+    a = GlobalLeaseManager("engine-a", config.lease_timing, clock=clock)
     assert a.try_acquire()
     assert a.release()
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=1, mode="lease"),
+        fenced_by_global_lease("wf", engine_id="engine-a", epoch=1),
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)

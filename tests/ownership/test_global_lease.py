@@ -12,7 +12,7 @@ import pytest
 from weft_django.conf import WeftSettings, get_settings
 from weft_django.models import Engine, GlobalLease
 from weft_django.ownership.engines import register_engine
-from weft_django.ownership.global_lease import GlobalLeaseManager, LeaseState
+from weft_django.ownership.global_lease import GlobalLeaseManager, GlobalLeaseRow
 
 TTL = timedelta(seconds=30)
 GRACE = timedelta(seconds=10)
@@ -28,7 +28,7 @@ def config(db, weft_settings) -> WeftSettings:
 def manager(config, clock):
     def make(engine_id: str) -> GlobalLeaseManager:
         register_engine(config, engine_id=engine_id, kind="test", now=clock())
-        return GlobalLeaseManager(engine_id, config, clock=clock)
+        return GlobalLeaseManager(engine_id, config.lease_timing, clock=clock)
 
     return make
 
@@ -41,8 +41,8 @@ def lease() -> tuple[int, str | None, object]:
 def test_read_creates_the_singleton_row_unheld(manager):
     a = manager("engine-a")
     assert not GlobalLease.objects.exists()
-    assert a.read() == LeaseState(0, None, None)
-    assert a.read() == LeaseState(0, None, None)
+    assert a.read() == GlobalLeaseRow(0, None, None)
+    assert a.read() == GlobalLeaseRow(0, None, None)
     assert GlobalLease.objects.count() == 1
 
 

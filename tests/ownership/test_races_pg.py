@@ -271,7 +271,7 @@ def test_renew_racing_takeover_never_deposes_an_engine_that_renewed_first(engine
         assert owner.acquire(workflow_id) == Acquired(workflow_id, 1)
         expire_lease(owner_id)
         state = rival.read(workflow_id)
-        assert rival.is_expired(state.expires_at, rival.now())
+        assert rival.timing.is_expired(state.expires_at, rival.now())
         renewal, takeover = run_concurrently(
             owner.renew,
             lambda w=workflow_id: rival.takeover(w, holder_id=owner_id, epoch=1),
@@ -340,7 +340,7 @@ def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
     inside, finish = threading.Event(), threading.Event()
 
     def owner_turn() -> None:
-        with fenced("wf", engine_id=owner_id, epoch=1, mode="workflow-lease"):
+        with fenced("wf", engine_id=owner_id, epoch=1):
             WorkflowEvent.objects.create(run_id="wf", seq=1, kind="step", epoch=1)
             inside.set()
             assert finish.wait(10)
@@ -361,7 +361,7 @@ def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
     assert list(WorkflowEvent.objects.values_list("seq", "epoch")) == [(1, 1)]
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id=owner_id, epoch=1, mode="workflow-lease"),
+        fenced("wf", engine_id=owner_id, epoch=1),
     ):
         WorkflowEvent.objects.create(run_id="wf", seq=2, kind="step", epoch=1)
     assert WorkflowEvent.objects.count() == 1
@@ -375,7 +375,7 @@ def test_a_fenced_write_waiting_on_an_uncommitted_takeover_is_refused(engines):
         return takeover_held_open(rival_id, owner_id, taken, commit)
 
     def owner_write() -> None:
-        with fenced("wf", engine_id=owner_id, epoch=1, mode="workflow-lease"):
+        with fenced("wf", engine_id=owner_id, epoch=1):
             WorkflowEvent.objects.create(run_id="wf", seq=1, kind="step", epoch=1)
 
     rival_thread, rival_box = in_thread(rival_takeover)

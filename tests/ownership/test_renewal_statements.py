@@ -1,5 +1,5 @@
 """A renewal pass costs the same number of SQL statements whatever the number of
-claims held (DESIGN.md §4.3 and §7): 10 and 10,000 claims, compared directly."""
+claims held (docs/ownership.md): 10 and 10,000 claims, compared directly."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from weft_django.exceptions import WeftWorkflowClaimLostWarning
 from weft_django.models import Claim, Engine
-from weft_django.ownership.claims import ClaimRegistry, revoke_statement
+from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.clock import seconds
+from weft_django.ownership.revoke import revoke_statement
 
 SMALL, LARGE = 10, 10_000
 TIMESTAMP = re.compile(r"'\d{4}-\d\d-\d\d[ T][0-9:.+-]+'")
@@ -22,7 +23,7 @@ def holding(make_registry, clock, engine_id: str, count: int, *, db_clock: bool)
     """An engine holding ``count`` claims, inserted in bulk and known to its registry."""
     registry = make_registry(engine_id)
     if db_clock:  # production's clock: the database's, one more statement per pass
-        registry = ClaimRegistry(engine_id, settings=registry.settings, cooldown=registry.cooldown)
+        registry = ClaimRegistry(engine_id, timing=registry.timing, cooldown=registry.cooldown)
     ids = [f"{engine_id}-wf-{n:06d}" for n in range(count)]
     Claim.objects.bulk_create(
         [Claim(workflow_id=i, epoch=1, holder_id=engine_id, claimed_at=clock()) for i in ids],

@@ -1,5 +1,5 @@
 """A Hypothesis state machine: several engines doing random claim transitions,
-clock moves and fenced writes against a small reference model of DESIGN.md §4.3.
+clock moves and fenced writes against a small reference model of the protocol (docs/ownership.md)
 
 Every result is compared with what the model predicts, and after every step:
 the database matches the model; epochs only grow; never two live engines
@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarning
 from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, WorkflowRun
-from weft_django.ownership.claims import ClaimRegistry, revoke_statement
+from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.cooldown import Cooldown
 from weft_django.ownership.engines import register_engine
 from weft_django.ownership.fence import fenced
@@ -34,6 +34,7 @@ from weft_django.ownership.results import (
     NotHeld,
     Released,
 )
+from weft_django.ownership.revoke import revoke_statement
 
 from ..conftest import FakeClock, FakeMonotonic
 
@@ -63,7 +64,7 @@ class OwnershipMachine(RuleBasedStateMachine):
             register_engine(config, engine_id=engine_id, kind="test", now=self.clock())
             self.registries[engine_id] = ClaimRegistry(
                 engine_id,
-                settings=config,
+                timing=config.claim_timing,
                 clock=self.clock,
                 cooldown=Cooldown(base=COOLDOWN_BASE, cap=COOLDOWN_CAP, clock=self.mono),
             )
@@ -287,7 +288,7 @@ class OwnershipMachine(RuleBasedStateMachine):
         allowed = self.claims[workflow_id] == (epoch, engine_id)
         self.seq += 1
         try:
-            with fenced(workflow_id, engine_id=engine_id, epoch=epoch, mode="workflow-lease"):
+            with fenced(workflow_id, engine_id=engine_id, epoch=epoch):
                 WorkflowEvent.objects.create(
                     run_id=workflow_id, seq=self.seq, kind="step", engine_id=engine_id, epoch=epoch
                 )

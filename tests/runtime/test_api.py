@@ -150,3 +150,29 @@ def test_handle_verbs(driver: WorkflowDriver) -> None:
     handle.purge()
     with pytest.raises(WorkflowNotFoundError):
         handle.describe()
+
+
+class CountingRouter:
+    """Routes nothing anywhere else, but records that weft asked."""
+
+    asked: list[str] = []
+
+    def db_for_write(self, model: Any, **hints: Any) -> str | None:
+        self.asked.append(model.__name__)
+        return "default"
+
+
+def test_every_verb_takes_using_and_none_asks_the_router(
+    driver: WorkflowDriver, settings: Any
+) -> None:
+    handle = weft.start("tests.steps", 1, workflow_id="routed", using="default")
+    assert handle == weft.WorkflowHandle("routed") and handle.using == "default"
+    driver.run_until_idle()
+    assert weft.result("routed", timeout=5, using="default") == ["s0"]
+    assert weft.describe("routed", using="default").status == RunStatus.COMPLETED
+    assert weft.get_handle("routed", using="default").result(timeout=0) == ["s0"]
+
+    CountingRouter.asked = []
+    settings.DATABASE_ROUTERS = [f"{__name__}.CountingRouter"]
+    assert weft.result("routed", timeout=0) == ["s0"]
+    assert CountingRouter.asked == ["WorkflowRun"]

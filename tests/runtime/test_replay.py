@@ -8,9 +8,12 @@ from typing import Any
 import pytest
 
 import weft_django as weft
+from weft_django.exceptions import NonDeterminismError
 from weft_django.models import RunStatus, WorkflowRun
 from weft_django.ownership.results import Acquired
 from weft_django.runtime.engine import TurnOutcome
+from weft_django.runtime.port import Event
+from weft_django.runtime.replay import Replay
 from weft_django.testing import WorkflowDriver
 
 from . import workflows
@@ -123,3 +126,12 @@ def test_each_turn_replays_history_in_order(driver: WorkflowDriver) -> None:
         ("wait", "signal:item"),
         ("signal", "item"),
     ]
+
+
+def test_a_gap_in_recorded_history_poisons_the_replay() -> None:
+    replay = Replay("gappy", [Event(0, "step", "a"), Event(2, "step", "b")])
+    assert isinstance(replay.poisoned, NonDeterminismError)
+    assert "a gap" in str(replay.poisoned)
+    with pytest.raises(NonDeterminismError):
+        replay.peek()
+    assert Replay("fine", [Event(0, "step", "a"), Event(1, "step", "b")]).poisoned is None

@@ -127,7 +127,7 @@ def test_transactional_step_deposed_before_checkpoint_is_rolled_back(
     assert steplog("tx2") == ["s0"]  # ...and was rolled back with the checkpoint
     assert kinds("tx2") == [("step", "s0")]
     assert CALLS["tx"] == 1
-    assert engine_a.claims.epoch_of("tx2") is None  # A dropped the run
+    assert engine_a.ownership.claims.epoch_of("tx2") is None  # A dropped the run
 
     # The new owner (after A's lease ran out) writes it exactly once.
     expire_lease(engine_a)
@@ -179,7 +179,7 @@ def test_deposed_engine_drops_only_that_run(make_engine: Callable[..., Any]) -> 
         ("s0", engine_a.engine_id),
         ("s1", engine_a.engine_id),
     ]
-    assert engine_a.claims.held == {"dp2": 1}
+    assert engine_a.ownership.claims.held == {"dp2": 1}
 
     # B finishes dp1; s2 ran twice (a plain step is at-least-once), the rest once.
     assert engine_b.drive("dp1") == TurnOutcome.COMPLETED
@@ -188,8 +188,8 @@ def test_deposed_engine_drops_only_that_run(make_engine: Callable[..., Any]) -> 
     assert [engine for _s, _k, _n, engine, _e in history("dp1")][2:] == [engine_b.engine_id] * 3
 
     # A's other run is unaffected: it renews and goes on.
-    engine_a.claims.renew()
-    assert engine_a.claims.held == {"dp2": 1}
+    engine_a.ownership.claims.renew()
+    assert engine_a.ownership.claims.held == {"dp2": 1}
     weft.signal("dp2", "go")
     assert engine_a.drive("dp2") == TurnOutcome.COMPLETED
     assert WorkflowRun.objects.get(pk="dp2").status == RunStatus.COMPLETED
@@ -210,7 +210,7 @@ def test_parked_run_taken_over_refuses_the_old_owners_park(
     assert isinstance(engine_b.acquire("dp3"), Acquired)
     assert engine_a.drive("dp3") == TurnOutcome.DEPOSED
     assert history("dp3") == before
-    assert engine_a.claims.epoch_of("dp3") is None
+    assert engine_a.ownership.claims.epoch_of("dp3") is None
     assert claim_of("dp3") == (2, engine_b.engine_id)
 
 

@@ -10,10 +10,10 @@ import pytest
 
 import weft_django as weft
 from weft_django import WorkflowFailedError
-from weft_django.api import expire_timed_out
 from weft_django.models import RunStatus, WorkflowRun
 from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import TurnOutcome
+from weft_django.runtime.runs import expire_timed_out
 from weft_django.testing import WorkflowDriver
 
 from .conftest import claim_of, kinds, steplog
@@ -93,7 +93,7 @@ def test_execution_timeout_committed_by_a_non_owner_rotates_the_epoch(
     assert WorkflowRun.objects.get(pk="tm5").status == RunStatus.TIMED_OUT
     assert claim_of("tm5") == (2, None)
     assert engine_a.drive("tm5") == TurnOutcome.TERMINAL
-    assert engine_a.claims.held == {}
+    assert engine_a.ownership.claims.held == {}
     assert expire_timed_out() == []
 
 

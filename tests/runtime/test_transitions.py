@@ -41,7 +41,7 @@ def test_cancel_mid_turn_deposes_the_owner(make_engine: Callable[..., Any]) -> N
     assert claim_of("c1") == (2, None)
     assert Engine.objects.get(id=engine_a.engine_id).revocations == revocations + 1
     assert [name for _s, _k, name, _e, _p in history("c1")] == ["s0"]  # s1 was refused
-    assert engine_a.claims.held == {}
+    assert engine_a.ownership.claims.held == {}
     with pytest.raises(WorkflowCancelledError):
         weft.result("c1", timeout=0)
 
@@ -55,7 +55,7 @@ def test_cancel_while_parked(make_engine: Callable[..., Any]) -> None:
     assert claim_of("c2") == (2, None)
     # The old owner's next turn sees the terminal run and drops it locally.
     assert engine_a.drive("c2") == TurnOutcome.TERMINAL
-    assert engine_a.claims.held == {}
+    assert engine_a.ownership.claims.held == {}
     assert WorkflowRun.objects.get(pk="c2").status == RunStatus.CANCELLED
 
 
@@ -148,7 +148,7 @@ def test_purge_mid_turn_deposes_the_owner_and_the_epoch_survives(
     assert not WorkflowRun.objects.filter(pk="pg1").exists()
     assert not WorkflowEvent.objects.filter(run_id="pg1").exists()
     assert claim_of("pg1") == (2, None)  # the claim row outlives the run
-    assert engine_a.claims.held == {}
+    assert engine_a.ownership.claims.held == {}
     with pytest.raises(WorkflowNotFoundError):
         weft.get_handle("pg1")
 

@@ -301,7 +301,7 @@ def reserve_stock(order_id: int) -> dict[str, Any]:
 
 @weft.workflow(name="tests.approve_order")
 def approve_order(ctx: Context, order_id: int) -> dict[str, Any]:
-    """DESIGN.md §1's example workflow, as the WorkflowDriver docstring drives it."""
+    """the README's example workflow, as the WorkflowDriver docstring drives it."""
     ctx.step(reserve_stock, order_id)
     try:
         decision = ctx.wait_for_signal("decision", timeout=timedelta(days=3))

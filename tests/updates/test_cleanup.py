@@ -12,8 +12,9 @@ import pytest
 import weft_django as weft
 from weft_django.models import UpdateRequest, UpdateStatus, WorkflowEvent
 from weft_django.ownership.clock import db_now
+from weft_django.runtime.inbox import purge_expired_updates
+from weft_django.runtime.runs import expire_timed_out
 from weft_django.testing import WorkflowDriver
-from weft_django.updates import purge_expired_updates
 from weft_django.worker import Worker
 
 from .conftest import answer, send, statuses
@@ -103,7 +104,7 @@ def test_the_worker_purges_expired_answers_in_its_timeout_pass(
     driver.run_until_idle()
     waiting = send("c5", "add", 2)
     UpdateRequest.objects.filter(update_id=done).update(expires_at=db_now() - timedelta(hours=1))
-    Worker(engine=make_engine(), install_signal_handlers=False)._timeout_pass()
+    Worker(engine=make_engine(), install_signal_handlers=False).passes.timeouts()
     assert _requests("c5") == {waiting: UpdateStatus.PENDING}
 
 
@@ -138,7 +139,7 @@ def test_an_operator_ending_the_run_closes_its_open_requests(
         weft.cancel(f"close-{verb}")
     else:
         WorkflowRun.objects.filter(pk=f"close-{verb}").update(timeout_at=db_now())
-        assert f"close-{verb}" in weft.api.expire_timed_out()
+        assert f"close-{verb}" in expire_timed_out()
     assert statuses(f"close-{verb}") == {request: UpdateStatus.REJECTED}
     assert weft.describe(f"close-{verb}").pending_updates == 0
     with pytest.raises(weft.WorkflowTerminalError):

@@ -109,13 +109,13 @@ def test_racing_repeats_store_one_request_and_both_get_its_answer(
         driver.run_until_idle()
 
         both_checked = threading.Barrier(2, timeout=10)
-        real = updates_module._prevalidate
+        real = updates_module.prevalidate_update
 
-        def prevalidate_in_step(*args: Any) -> None:
-            real(*args)
+        def prevalidate_in_step(*args: Any, **kwargs: Any) -> None:
+            real(*args, **kwargs)
             both_checked.wait()  # neither inserts before both saw no row
 
-        monkeypatch.setattr(updates_module, "_prevalidate", prevalidate_in_step)
+        monkeypatch.setattr(updates_module, "prevalidate_update", prevalidate_in_step)
         results: list[Any] = []
         errors: list[BaseException] = []
 

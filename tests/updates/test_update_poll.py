@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -13,19 +12,20 @@ import weft_django as weft
 from weft_django import WeftWorkflowWakeDiscardedWarning
 from weft_django.models import Engine, UpdateStatus
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.update_poll import (
-    DRAIN_FAILED,
-    DRAINED,
-    NO_PENDING,
-    UpdatePollResult,
-    update_poll_pass,
-)
+from weft_django.ownership.metrics import observe_pass
+from weft_django.ownership.outcomes import Outcome, PassResult
+from weft_django.ownership.update_poll import update_poll_pass
 from weft_django.pool import TurnPool
 from weft_django.worker import Worker
 
 from .conftest import answer, expire_lease, send, statuses
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+DRAINED, NO_PENDING, DRAIN_FAILED = (
+    Outcome.DRAINED,
+    Outcome.NO_PENDING_UPDATES,
+    Outcome.DRAIN_FAILED,
+)
 
 
 class StepClock:
@@ -70,8 +70,8 @@ class FakeTarget:
             raise RuntimeError(f"drain of {run_id} broke")
 
 
-def outcomes(result: UpdatePollResult) -> list[tuple[str, str]]:
-    return [(item.run_id, item.outcome) for item in result.outcomes]
+def outcomes(result: PassResult) -> list[tuple[str, str]]:
+    return list(result.outcomes.items())
 
 
 def test_outcomes_are_in_iteration_order_and_only_pending_runs_are_drained() -> None:
@@ -85,7 +85,7 @@ def test_outcomes_are_in_iteration_order_and_only_pending_runs_are_drained() -> 
     ]
     assert target.drained == ["a", "b"]
     assert target.probes == [["c", "a", "d", "b"]]
-    assert result.drained_count == 2
+    assert result.count(DRAINED) == 2
 
 
 def test_a_failing_drain_does_not_stop_later_runs() -> None:
@@ -98,30 +98,18 @@ def test_a_failing_drain_does_not_stop_later_runs() -> None:
         ("r4", NO_PENDING),
     ]
     assert target.drained == ["r1", "r2", "r3"]
-    assert result.drained_count == 2
-    failed = result.outcomes[1]
-    assert isinstance(failed.error, RuntimeError)
-    assert failed.as_dict() == {
-        "run_id": "r2",
-        "outcome": DRAIN_FAILED,
-        "error": "RuntimeError: drain of r2 broke",
-    }
+    assert result.count(DRAINED) == 2
+    assert result.errors == {"r2": "RuntimeError: drain of r2 broke"}
 
 
-def test_times_come_from_the_injected_clock() -> None:
+def test_the_start_time_comes_from_the_injected_clock() -> None:
     clock = StepClock()
     result = update_poll_pass(FakeTarget(["x"], pending={"x"}), clock=clock)
+    assert result.name == "update_poll"
     assert result.started_at == T0
-    assert result.finished_at == T0 + timedelta(seconds=1)
-    assert clock.calls == 2
-    summary = result.as_dict()
-    assert json.loads(json.dumps(summary)) == {
-        "pass": "update_poll",
-        "started_at": T0.isoformat(),
-        "finished_at": (T0 + timedelta(seconds=1)).isoformat(),
-        "drained_count": 1,
-        "outcomes": [{"run_id": "x", "outcome": DRAINED}],
-    }
+    assert result.finished_at is not None and result.finished_at >= T0
+    assert clock.calls == 1  # the end is the start plus the pass's monotonic time
+    assert result.outcomes == {"x": DRAINED}
 
 
 def test_a_failing_probe_marks_only_its_chunk_drain_failed() -> None:
@@ -143,14 +131,14 @@ def test_a_failing_probe_marks_only_its_chunk_drain_failed() -> None:
         ("r6", DRAINED),
     ]
     assert target.drained == ["r0", "r6"]  # nothing in the failed chunk was drained
-    assert all(isinstance(o.error, ConnectionError) for o in result.outcomes[3:6])
-    assert result.drained_count == 2
+    assert all(result.errors[run].startswith("ConnectionError") for run in ("r3", "r4", "r5"))
+    assert result.count(DRAINED) == 2
 
 
 def test_no_held_runs_is_an_empty_pass() -> None:
     target = FakeTarget([], pending=set())
     result = update_poll_pass(target, clock=StepClock())
-    assert result.outcomes == [] and result.drained_count == 0
+    assert result.outcomes == {} and result.count(DRAINED) == 0
     assert target.probes == []
     assert result.finished_at is not None
 
@@ -160,8 +148,10 @@ def test_outcomes_are_counted_in_metrics(metric: Callable[..., float]) -> None:
         return metric("weft_pass_outcomes_total", pass_name="update_poll", outcome=outcome)
 
     before = {o: value(o) for o in (DRAINED, NO_PENDING, DRAIN_FAILED)}
-    update_poll_pass(
-        FakeTarget(["a", "b", "c"], pending={"a", "b"}, failing_drains={"b"}), clock=StepClock()
+    observe_pass(
+        update_poll_pass(
+            FakeTarget(["a", "b", "c"], pending={"a", "b"}, failing_drains={"b"}), clock=StepClock()
+        )
     )
     assert {o: value(o) - before[o] for o in before} == {
         DRAINED: 1,
@@ -181,7 +171,7 @@ def _worker(engine: Any) -> Worker:
 
 def _update_pass(worker: Worker) -> None:
     """One update poll pass, then the turns it scheduled, run here, in order."""
-    worker._update_pass()
+    worker._publish(worker.passes.update_poll())
     pool = worker._pool
     pool.close(1)
     pool.serve()  # runs what was queued, stops at the close marker
@@ -241,11 +231,11 @@ def test_the_worker_pass_only_schedules_turns_and_never_after_stop(
     engine.drive("p6")
     request = send("p6", "add", 5)
     worker = _worker(engine)
-    worker._update_pass()  # on the scan thread: schedules, applies nothing itself
+    worker._publish(worker.passes.update_poll())  # schedules, applies nothing itself
     assert worker.last_passes["update_poll"].outcomes == {"p6": DRAINED}
     assert statuses("p6") == {request: UpdateStatus.PENDING}
     worker.stop()
-    worker._update_pass()
+    worker._publish(worker.passes.update_poll())
     result = worker.last_passes["update_poll"]
     assert result.outcomes == {"p6": DRAIN_FAILED}
     assert "stopping" in result.errors["p6"]

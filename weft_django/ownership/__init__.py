@@ -1,1 +1,1 @@
-"""The ownership protocol of DESIGN.md §4: gates, claims, fencing, renewal, metrics."""
+"""The ownership protocol (docs/ownership.md): gates, claims, fencing, modes, passes, metrics."""

@@ -1,4 +1,4 @@
-"""The claim registry: per-workflow fenced claims (DESIGN.md §4.3).
+"""The claim registry: per-workflow fenced claims (docs/ownership.md).
 
 Every transition is one conditional UPDATE (or one INSERT) whose rowcount
 decides the outcome; nothing is read, modified and written back in Python.
@@ -21,11 +21,11 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from ..conf import WeftSettings, get_settings
+from ..conf import Timing, get_settings
 from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
-from ..models import Claim, Engine, EngineStatus
+from ..models import Claim, Engine, EngineStatus, db_for
 from . import metrics
-from .clock import Clock, db_now, seconds
+from .clock import NOW_SQL, Clock, db_now, seconds
 from .cooldown import Cooldown
 from .results import (
     Acquired,
@@ -34,7 +34,6 @@ from .results import (
     ClaimState,
     Lost,
     LostRace,
-    NoClaim,
     NotExpired,
     NotHeld,
     Released,
@@ -51,30 +50,31 @@ class _Rollback(Exception):
 class ClaimRegistry:
     """The claims one engine holds, and the transitions that change them.
 
-    ``clock`` (default: the database's clock) is injectable so tests can walk
-    the expiry boundary exactly; it must still be *one* clock shared by every
-    engine under test.
+    ``timing`` defaults to the claim timing of the current settings. ``clock``
+    (default: the database's clock) is injectable so tests can walk the expiry
+    boundary exactly; it must still be *one* clock shared by every engine
+    under test.
     """
 
     def __init__(
         self,
         engine_id: str,
         *,
-        settings: WeftSettings | None = None,
-        using: str = "default",
+        timing: Timing | None = None,
+        using: str | None = None,
         clock: Clock | None = None,
         cooldown: Cooldown | None = None,
     ) -> None:
         self.engine_id = engine_id
-        self.settings = settings or get_settings()
-        self.using = using
+        self.timing = timing or get_settings().claim_timing
+        self.using = db_for(using)
         self._clock = clock
         # "is None", not "or": an empty Cooldown has len() 0 and is falsy, so
         # "cooldown or Cooldown(...)" silently threw an injected one away.
         self.cooldown = (
             cooldown
             if cooldown is not None
-            else Cooldown(base=self.settings.claim_renew_interval, cap=4 * self.settings.claim_ttl)
+            else Cooldown(base=self.timing.renew_interval, cap=self.timing.cooldown_cap)
         )
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
@@ -86,14 +86,6 @@ class ClaimRegistry:
 
     def now(self) -> datetime:
         return self._clock() if self._clock is not None else db_now(self.using)
-
-    def expiry_cutoff(self, now: datetime) -> datetime:
-        """A lease that ends before this instant is expired at ``now``."""
-        return now - seconds(2 * self.settings.claim_renew_interval)
-
-    def is_expired(self, expires_at: datetime, now: datetime) -> bool:
-        """``expires_at + 2 x renew < now``, strictly (DESIGN.md §4.3)."""
-        return expires_at < self.expiry_cutoff(now)
 
     # -- local view -----------------------------------------------------------
 
@@ -229,10 +221,8 @@ class ClaimRegistry:
         quote = connection.ops.quote_name
         if self._clock is not None:
             stamp, params = "%s", [connection.ops.adapt_datetimefield_value(self._clock())]
-        elif connection.vendor == "postgresql":
-            stamp, params = "clock_timestamp()", []
         else:
-            stamp, params = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')", []
+            stamp, params = NOW_SQL[connection.vendor].replace("%", "%%"), []
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {quote(Claim._meta.db_table)} "
@@ -255,7 +245,7 @@ class ClaimRegistry:
         if self.disposing:
             return LostRace(workflow_id, holder_id)
         now = self.now()
-        cutoff = self.expiry_cutoff(now)
+        cutoff = self.timing.cutoff(now)
         try:
             with transaction.atomic(using=self.using):
                 bumped = (
@@ -297,7 +287,7 @@ class ClaimRegistry:
             if self.epoch_of(workflow_id) == state.epoch:
                 return Acquired(workflow_id, state.epoch)
             return self._readopt(workflow_id, state.epoch)
-        if state.expires_at is None or not self.is_expired(state.expires_at, self.now()):
+        if state.expires_at is None or not self.timing.is_expired(state.expires_at, self.now()):
             return NotExpired(workflow_id, state.holder_id, state.expires_at or self.now())
         return self.takeover(workflow_id, holder_id=state.holder_id, epoch=state.epoch)
 
@@ -328,7 +318,7 @@ class ClaimRegistry:
             .filter(id=self.engine_id)
             .exclude(status=EngineStatus.STOPPED)
             .update(
-                lease_expires_at=now + seconds(self.settings.claim_ttl),
+                lease_expires_at=now + seconds(self.timing.ttl),
                 heartbeat_at=now,
             )
         )
@@ -352,9 +342,7 @@ class ClaimRegistry:
                         result.lost.append(lost)
             self._revocations_seen = revocations
         if result.engine_renewed:
-            self.cooldown.forgive(
-                result.held, exclude={item.workflow_id for item in result.lost}
-            )
+            self.cooldown.forgive(result.held, exclude={item.workflow_id for item in result.lost})
         if not result.engine_renewed:
             metrics.renewal_failures.inc()
             logger.error("engine %s: its engine row is gone or stopped", self.engine_id)
@@ -403,10 +391,6 @@ class ClaimRegistry:
         warn(WeftWorkflowWakeDiscardedWarning(workflow_id, wake_kind))
         return False
 
-    def state_or_no_claim(self, workflow_id: str) -> ClaimState | NoClaim:
-        state = self.read(workflow_id)
-        return NoClaim(workflow_id) if state is None else state
-
 
 def release_statement(using: str, workflow_id: str, engine_id: str, epoch: int) -> bool:
     """The release UPDATE itself, for use inside a caller's transaction."""
@@ -416,41 +400,3 @@ def release_statement(using: str, workflow_id: str, engine_id: str, epoch: int) 
         .update(holder_id=None, claimed_at=None)
         == 1
     )
-
-
-def revoke_statement(using: str, workflow_id: str) -> int:
-    """Rotate the epoch and drop the holder (cancel/suspend/purge/timeout, §4.5).
-
-    Run inside the transaction that writes the new status. Bumps the old
-    holder's revocation counter so its renewal reports the loss, locking the
-    engine row before the claim row (the same order as ``takeover``), and
-    moves the claim only if the holder is still the one whose counter was
-    bumped. Returns the new epoch (epoch 1 when the id never had a claim).
-    """
-    claims = Claim.objects.using(using)
-    for _attempt in range(10):
-        holder_id = claims.filter(workflow_id=workflow_id).values_list("holder_id", flat=True)
-        rows = list(holder_id[:1])
-        if not rows:
-            try:
-                with transaction.atomic(using=using):
-                    claims.create(workflow_id=workflow_id, epoch=1)
-                return 1
-            except IntegrityError:
-                continue
-        holder = rows[0]
-        try:
-            with transaction.atomic(using=using):
-                if holder is not None:
-                    Engine.objects.using(using).filter(id=holder).update(
-                        revocations=F("revocations") + 1
-                    )
-                moved = claims.filter(workflow_id=workflow_id, holder_id=holder).update(
-                    epoch=F("epoch") + 1, holder_id=None, claimed_at=None
-                )
-                if moved != 1:
-                    raise _Rollback("race")
-        except _Rollback:
-            continue
-        return claims.filter(workflow_id=workflow_id).values_list("epoch", flat=True).get()
-    raise RuntimeError(f"could not revoke the claim on {workflow_id!r}: it kept changing")

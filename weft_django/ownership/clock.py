@@ -1,4 +1,4 @@
-"""The database's clock: every liveness judgment is made against it (DESIGN.md §4.3)."""
+"""The database's clock: every liveness judgment is made against it (docs/ownership.md)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,23 @@ from datetime import timezone as dt_timezone
 from django.db import connections
 from django.utils.dateparse import parse_datetime
 
+from ..models import db_for
+
 Clock = Callable[[], datetime]
 
+# The SQL for "now" on each backend, as a statement of its own or inside another.
+NOW_SQL = {
+    "postgresql": "clock_timestamp()",
+    "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    "mysql": "UTC_TIMESTAMP(6)",
+}
 
-def db_now(using: str = "default") -> datetime:
+
+def db_now(using: str | None = None) -> datetime:
     """The current time as the database sees it, timezone-aware (UTC)."""
-    connection = connections[using]
+    connection = connections[db_for(using)]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT clock_timestamp()")
-        elif connection.vendor == "sqlite":
-            cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-        elif connection.vendor == "mysql":
-            cursor.execute("SELECT UTC_TIMESTAMP(6)")
-        else:
-            cursor.execute("SELECT CURRENT_TIMESTAMP")
+        cursor.execute(f"SELECT {NOW_SQL.get(connection.vendor, 'CURRENT_TIMESTAMP')}")
         value = cursor.fetchone()[0]
     return as_aware(value)
 

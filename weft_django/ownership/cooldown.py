@@ -1,4 +1,4 @@
-"""Per-workflow anti-thrash cooldown after a lost claim (DESIGN.md §4.3).
+"""Per-workflow anti-thrash cooldown after a lost claim (docs/ownership.md).
 
 Exponential from the renew interval, capped at 4 x TTL. A successful acquire
 or takeover clears the window; the curve itself resets only once the claim

@@ -7,11 +7,10 @@ import socket
 import uuid
 from datetime import datetime
 
-from django.db.models import Q
-
-from ..conf import WeftSettings
-from ..models import Engine, EngineKind, EngineStatus
+from ..conf import Timing, WeftSettings
+from ..models import Engine, EngineKind, EngineStatus, db_for
 from .clock import db_now, seconds
+from .leases import live_engines
 
 
 def new_engine_id() -> str:
@@ -22,12 +21,16 @@ def new_engine_id() -> str:
 def register_engine(
     settings: WeftSettings,
     *,
+    timing: Timing | None = None,
     kind: str = EngineKind.WORKER,
     engine_id: str | None = None,
-    using: str = "default",
+    using: str | None = None,
     now: datetime | None = None,
 ) -> Engine:
-    """Insert this process's engine row with a fresh lease."""
+    """Insert this process's engine row with a fresh lease of ``timing.ttl``
+    (default: the claim timing of ``settings``)."""
+    using = db_for(using)
+    timing = timing or settings.claim_timing
     now = now or db_now(using)
     return Engine.objects.using(using).create(
         id=engine_id or new_engine_id(),
@@ -38,29 +41,25 @@ def register_engine(
         status=EngineStatus.RUNNING,
         started_at=now,
         heartbeat_at=now,
-        lease_expires_at=now + seconds(settings.ttl),
+        lease_expires_at=now + seconds(timing.ttl),
     )
 
 
-def mark_disposing(engine_id: str, *, using: str = "default") -> None:
-    Engine.objects.using(using).filter(id=engine_id, status=EngineStatus.RUNNING).update(
+def mark_disposing(engine_id: str, *, using: str | None = None) -> None:
+    Engine.objects.using(db_for(using)).filter(id=engine_id, status=EngineStatus.RUNNING).update(
         status=EngineStatus.DISPOSING
     )
 
 
-def mark_stopped(engine_id: str, *, using: str = "default") -> None:
+def mark_stopped(engine_id: str, *, using: str | None = None) -> None:
     """Stopped, and its lease ended now: nothing it held can count as live."""
+    using = db_for(using)
     now = db_now(using)
     Engine.objects.using(using).filter(id=engine_id).update(
         status=EngineStatus.STOPPED, stopped_at=now, lease_expires_at=now
     )
 
 
-def other_live_engines(engine_id: str, *, grace: float, using: str = "default") -> list[Engine]:
+def other_live_engines(engine_id: str, *, timing: Timing, using: str | None = None) -> list[Engine]:
     """Engines other than ``engine_id`` whose lease is live on the database clock."""
-    now = db_now(using)
-    return list(
-        Engine.objects.using(using)
-        .exclude(Q(id=engine_id) | Q(status=EngineStatus.STOPPED))
-        .filter(lease_expires_at__gte=now - seconds(grace))
-    )
+    return list(live_engines(using=using, timing=timing).exclude(id=engine_id))

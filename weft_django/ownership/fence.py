@@ -11,7 +11,7 @@ everything done inside the block, user ORM writes included.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -19,12 +19,11 @@ from typing import Any
 from django.db import DatabaseError, connections, transaction
 from django.db.models import F
 
-from ..conf import MODE_LEASE, MODE_NONE
 from ..exceptions import EngineDeposedError
-from ..models import Claim, GlobalLease, UpdateRequest, WorkflowEvent, WorkflowRun
+from ..models import Claim, GlobalLease, UpdateRequest, WorkflowEvent, WorkflowRun, db_for
 
 
-def _check(
+def _holds(
     using: str,
     model: type[Claim] | type[GlobalLease],
     key: str,
@@ -49,26 +48,25 @@ def _check(
 
 @contextmanager
 def fenced(
-    workflow_id: str,
-    *,
-    engine_id: str,
-    epoch: int,
-    mode: str,
-    using: str = "default",
+    workflow_id: str, *, engine_id: str, epoch: int, using: str | None = None
 ) -> Iterator[None]:
-    """``with fenced(...):`` run writes that only the current owner may commit.
-
-    ``epoch`` is the claim epoch (mode ``workflow-lease``) or the global lease
-    epoch (mode ``lease``); mode ``none`` only opens a transaction.
-    """
+    """``with fenced(...):`` run writes that only the holder of the run's claim
+    at ``epoch`` may commit."""
+    using = db_for(using)
     with transaction.atomic(using=using):
-        if mode == MODE_LEASE:
-            ok = _check(using, GlobalLease, "id", 1, engine_id, epoch)
-        elif mode == MODE_NONE:
-            ok = True
-        else:
-            ok = _check(using, Claim, "workflow_id", workflow_id, engine_id, epoch)
-        if not ok:
+        if not _holds(using, Claim, "workflow_id", workflow_id, engine_id, epoch):
+            raise EngineDeposedError(workflow_id)
+        yield
+
+
+@contextmanager
+def fenced_by_global_lease(
+    workflow_id: str, *, engine_id: str, epoch: int, using: str | None = None
+) -> Iterator[None]:
+    """The same, proven by the global lease of mode ``lease`` at ``epoch``."""
+    using = db_for(using)
+    with transaction.atomic(using=using):
+        if not _holds(using, GlobalLease, "id", 1, engine_id, epoch):
             raise EngineDeposedError(workflow_id)
         yield
 
@@ -176,8 +174,8 @@ def fenced_finish(
     result_json: str | None,
     error_json: str | None,
     parent_id: str,
-    stamp: str,
-    stamp_params: list[Any],
+    stamp: str | None,
+    now: Callable[[], datetime],
     response_ttl: float,
 ) -> bool | None:
     """The terminal commit of a run as one statement (PostgreSQL; None elsewhere).
@@ -185,11 +183,15 @@ def fenced_finish(
     The claim's release (conditional on holder and epoch) *is* the fence: the
     other parts (last events, terminal status, closing open update requests,
     the parent's wake hint) happen only if it released. ``stamp`` is the SQL
-    for "now" (``clock_timestamp()``, or ``%s`` with ``stamp_params``).
+    for "now" (``clock_timestamp()``); when None, ``now()`` is read and passed
+    as a parameter (an injected clock, a test time offset).
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
         return None
+    stamp_params: list[Any] = []
+    if stamp is None:
+        stamp, stamp_params = "%s", [now()]
     quote = connection.ops.quote_name
     claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)

@@ -1,11 +1,12 @@
-"""Boot gates (DESIGN.md §4.2): run before any claim, recovery or poll.
+"""Boot gates (docs/ownership.md): run before any claim, recovery or poll.
 
 1. Storage capability: atomic conditional writes inside transactions.
 2. The store-wide ownership-mode marker: establish it (first engine wins),
    or match it; never overwrite it.
 3. Timing coherence: the settings checks of :mod:`weft_django.conf`.
 
-Mode ``none`` skips all of them and never touches the marker.
+The ownership strategy of the configured mode decides whether its engines
+pass them (mode ``none`` has no marker and skips them).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from datetime import datetime
 
 from django.db import IntegrityError, connections, transaction
 
-from ..conf import MODE_NONE, MODES, WeftSettings, get_settings
+from ..conf import MODES, WeftSettings, get_settings
 from ..exceptions import (
     OwnershipMarkerCorruptError,
     OwnershipMarkerDeletedError,
     OwnershipModeMismatchError,
     WeftConfigurationError,
 )
-from ..models import OwnershipMarker
+from ..models import OwnershipMarker, db_for
 from .clock import as_aware, db_now
 
 logger = logging.getLogger("weft_django.ownership")
@@ -116,11 +117,10 @@ def establish_or_match_marker(
 
 
 def run_boot_gates(
-    settings: WeftSettings | None = None, *, using: str = "default", engine_id: str = ""
-) -> MarkerState | None:
-    """All three gates, in order; returns the marker (None in mode ``none``)."""
+    settings: WeftSettings | None = None, *, using: str | None = None, engine_id: str = ""
+) -> MarkerState:
+    """All three gates, in order; returns the marker."""
     settings = settings or get_settings()  # gate 3: raises on incoherent timing
-    if settings.ownership == MODE_NONE:
-        return None
+    using = db_for(using)
     check_capability(settings.ownership, using=using)
     return establish_or_match_marker(settings.ownership, using=using, engine_id=engine_id)

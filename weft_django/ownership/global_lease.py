@@ -1,4 +1,4 @@
-"""The store-wide single-writer lease of ownership mode ``lease`` (DESIGN.md §4.1).
+"""The store-wide single-writer lease of ownership mode ``lease`` (docs/ownership.md).
 
 One engine holds it and runs everything; others stand by and take it over
 once it has expired on the database clock. Writes are fenced on its epoch.
@@ -12,30 +12,37 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from ..conf import WeftSettings
-from ..models import Engine, GlobalLease
+from ..conf import Timing
+from ..models import Engine, GlobalLease, db_for
 from .clock import Clock, db_now, seconds
 
 
 @dataclass(frozen=True)
-class LeaseState:
+class GlobalLeaseRow:
+    """The global lease row as read."""
+
     epoch: int
     holder_id: str | None
     expires_at: datetime | None
 
 
 class GlobalLeaseManager:
+    """One engine's view of the global lease: take it, renew it, give it up.
+
+    ``timing`` is the lease timing (``LEASE_TTL``, ``LEASE_RENEW_INTERVAL``).
+    """
+
     def __init__(
         self,
         engine_id: str,
-        settings: WeftSettings,
+        timing: Timing,
         *,
-        using: str = "default",
+        using: str | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.engine_id = engine_id
-        self.settings = settings
-        self.using = using
+        self.timing = timing
+        self.using = db_for(using)
         self._clock = clock
         self.epoch: int | None = None
 
@@ -46,7 +53,7 @@ class GlobalLeaseManager:
     def held(self) -> bool:
         return self.epoch is not None
 
-    def read(self) -> LeaseState:
+    def read(self) -> GlobalLeaseRow:
         row = (
             GlobalLease.objects.using(self.using)
             .filter(id=1)
@@ -60,7 +67,7 @@ class GlobalLeaseManager:
             except IntegrityError:
                 pass
             return self.read()
-        return LeaseState(*row)
+        return GlobalLeaseRow(*row)
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free or expired (``expires_at + 2 x renew < now``)."""
@@ -68,11 +75,11 @@ class GlobalLeaseManager:
         now = self.now()
         if state.holder_id == self.engine_id and self.epoch == state.epoch:
             return self.renew()
-        cutoff = now - seconds(2 * self.settings.lease_renew_interval)
+        cutoff = self.timing.cutoff(now)
         if (
             state.holder_id is not None
             and state.expires_at is not None
-            and (state.expires_at >= cutoff)
+            and not self.timing.is_expired(state.expires_at, now)
         ):
             return False
         qs = GlobalLease.objects.using(self.using).filter(
@@ -85,7 +92,7 @@ class GlobalLeaseManager:
                 holder_id=self.engine_id,
                 epoch=F("epoch") + 1,
                 acquired_at=now,
-                expires_at=now + seconds(self.settings.lease_ttl),
+                expires_at=now + seconds(self.timing.ttl),
             )
             if won == 1 and state.holder_id is not None:
                 Engine.objects.using(self.using).filter(id=state.holder_id).update(
@@ -103,7 +110,7 @@ class GlobalLeaseManager:
         ok = (
             GlobalLease.objects.using(self.using)
             .filter(id=1, holder_id=self.engine_id, epoch=self.epoch)
-            .update(expires_at=now + seconds(self.settings.lease_ttl))
+            .update(expires_at=now + seconds(self.timing.ttl))
             == 1
         )
         if not ok:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from .outcomes import PassResult
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 CLAIM_OUTCOMES = ("acquired", "takeover", "lost_race", "deposed", "backoff_skipped")
@@ -49,3 +51,10 @@ turns = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+
+
+def observe_pass(result: PassResult) -> None:
+    """Count a finished pass's outcomes and observe its duration."""
+    for outcome, count in result.counts.items():
+        pass_outcomes.labels(pass_name=result.name, outcome=outcome).inc(count)
+    pass_seconds.labels(pass_name=result.name).observe(result.seconds)

@@ -1,9 +1,12 @@
-"""Typed results of claim transitions (DESIGN.md §4.3); no transition raises for a race."""
+"""Typed results of claim transitions; no transition raises for a race (docs/ownership.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import ClassVar
+
+from .outcomes import Outcome
 
 
 @dataclass(frozen=True)
@@ -13,7 +16,7 @@ class Acquired:
     workflow_id: str
     epoch: int
     takeover: bool = False
-    outcome = "acquired"
+    outcome: ClassVar[Outcome] = Outcome.ACQUIRED
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class LostRace:
 
     workflow_id: str
     held_by: str | None
-    outcome = "lost_race"
+    outcome: ClassVar[Outcome] = Outcome.LOST_RACE
 
 
 @dataclass(frozen=True)
@@ -32,15 +35,7 @@ class NotExpired:
     workflow_id: str
     held_by: str
     expires_at: datetime
-    outcome = "not_expired"
-
-
-@dataclass(frozen=True)
-class NoClaim:
-    """No claim row exists for this workflow id."""
-
-    workflow_id: str
-    outcome = "no_claim"
+    outcome: ClassVar[Outcome] = Outcome.NOT_EXPIRED
 
 
 @dataclass(frozen=True)
@@ -49,7 +44,7 @@ class BackoffSkipped:
 
     workflow_id: str
     until: float
-    outcome = "backoff_skipped"
+    outcome: ClassVar[Outcome] = Outcome.BACKOFF_SKIPPED
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,7 @@ class Lost:
 
     workflow_id: str
     epoch: int
-    outcome = "lost"
+    outcome: ClassVar[Outcome] = Outcome.LOST
 
 
 @dataclass(frozen=True)
@@ -66,17 +61,17 @@ class NotHeld:
     """Release of a claim this engine does not hold at that epoch: nothing changed."""
 
     workflow_id: str
-    outcome = "not_held"
+    outcome: ClassVar[Outcome] = Outcome.NOT_HELD
 
 
 @dataclass(frozen=True)
 class Released:
     workflow_id: str
     epoch: int
-    outcome = "released"
+    outcome: ClassVar[Outcome] = Outcome.RELEASED
 
 
-ClaimResult = Acquired | LostRace | NotExpired | NoClaim | BackoffSkipped
+ClaimResult = Acquired | LostRace | NotExpired | BackoffSkipped
 
 
 @dataclass(frozen=True)
@@ -109,7 +104,7 @@ class RenewResult:
         return len(self.lost)
 
     @property
-    def outcomes(self) -> dict[str, str]:
+    def outcomes(self) -> dict[str, Outcome]:
         """``renewed`` or ``failed`` for every claim held when the pass started."""
         failed = {item.workflow_id for item in self.lost}
-        return {wid: ("failed" if wid in failed else "renewed") for wid in self.held}
+        return {wid: (Outcome.FAILED if wid in failed else Outcome.RENEWED) for wid in self.held}

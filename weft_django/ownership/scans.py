@@ -1,16 +1,19 @@
 """The queries behind every scan: new work, due wakes, reclaim candidates.
 
-Each returns workflow ids only, in a stable order, bounded by ``limit``;
-the caller claims and drives them one by one.
+Each returns workflow ids (in a stable order, bounded by ``limit``) for the
+ownership strategy of the configured mode to claim and its host to drive.
+``names`` is the list of workflow types the calling process has registered:
+a run it could not drive is never selected.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
-from ..models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun
+from ..models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun, db_for
 
 
 def _held_by(engine_id: str) -> Exists:
@@ -21,24 +24,53 @@ def has_holder() -> Exists:
     return Exists(Claim.objects.filter(workflow_id=OuterRef("pk"), holder__isnull=False))
 
 
-def pending_due(now: datetime, *, limit: int = 100, using: str = "default") -> list[str]:
-    """Pending runs whose start time has come and that nobody holds."""
-    return list(
-        WorkflowRun.objects.using(using)
+def _runs(using: str | None) -> QuerySet[WorkflowRun]:
+    return WorkflowRun.objects.using(db_for(using))
+
+
+def _due_pending(now: datetime, using: str | None) -> QuerySet[WorkflowRun]:
+    return (
+        _runs(using)
         .filter(status=RunStatus.PENDING)
         .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
-        .filter(~has_holder())
         .order_by("created_at", "pk")
-        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def pending_due(now: datetime, *, limit: int = 100, using: str | None = None) -> list[str]:
+    """Pending runs whose start time has come and that nobody holds."""
+    return list(_due_pending(now, using).filter(~has_holder()).values_list("pk", flat=True)[:limit])
+
+
+def pending_ready(now: datetime, names: list[str], *, using: str | None = None) -> QuerySet:
+    """Due pending runs of ``names`` (mode ``lease``: the global lease covers them)."""
+    return _due_pending(now, using).filter(workflow_name__in=names)
+
+
+def pending_claimable(now: datetime, names: list[str], *, using: str | None = None) -> QuerySet:
+    """Due, unheld pending runs of ``names``, each with its claim's epoch.
+
+    ``claim_epoch`` is 0 when the run has no claim row yet, so acquiring one
+    is a single conditional write without reading the claim first.
+    """
+    return (
+        pending_ready(now, names, using=using)
+        .filter(~has_holder())
+        .annotate(
+            claim_epoch=Coalesce(
+                Subquery(Claim.objects.filter(workflow_id=OuterRef("pk")).values("epoch")[:1]),
+                Value(0),
+            )
+        )
     )
 
 
 def held_due(
-    engine_id: str, now: datetime, *, limit: int = 500, using: str = "default"
+    engine_id: str, now: datetime, *, limit: int = 500, using: str | None = None
 ) -> list[str]:
     """Runs this engine holds with a wake hint, a due timer/deadline, or still pending."""
     return list(
-        WorkflowRun.objects.using(using)
+        _runs(using)
         .filter(status__in=ACTIVE_STATUSES)
         .filter(
             Q(wake_hint_at__isnull=False)
@@ -52,10 +84,30 @@ def held_due(
     )
 
 
-def ownerless_active(*, limit: int = 500, using: str = "default") -> list[str]:
+def started(names: list[str], *, using: str | None = None) -> QuerySet[WorkflowRun]:
+    """Running or waiting runs of ``names`` (mode ``lease``: all of them are held)."""
+    return (
+        _runs(using)
+        .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING), workflow_name__in=names)
+        .order_by("pk")
+    )
+
+
+def started_due(
+    now: datetime, names: list[str], *, limit: int = 500, using: str | None = None
+) -> list[str]:
+    """Started runs of ``names`` with a wake hint or a due timer (mode ``lease``)."""
+    return list(
+        started(names, using=using)
+        .filter(Q(wake_hint_at__isnull=False) | Q(wake_at__lte=now))
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def ownerless_active(*, limit: int = 500, using: str | None = None) -> list[str]:
     """Running or waiting runs with no holder at all (e.g. after a graceful shutdown)."""
     return list(
-        WorkflowRun.objects.using(using)
+        _runs(using)
         .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
         .filter(~has_holder())
         .order_by("pk")
@@ -63,10 +115,10 @@ def ownerless_active(*, limit: int = 500, using: str = "default") -> list[str]:
     )
 
 
-def expired_holders(cutoff: datetime, *, limit: int = 500, using: str = "default") -> list[str]:
+def expired_holders(cutoff: datetime, *, limit: int = 500, using: str | None = None) -> list[str]:
     """Active runs whose holder's lease ended before ``cutoff`` (now - 2 x renew)."""
     return list(
-        Claim.objects.using(using)
+        Claim.objects.using(db_for(using))
         .filter(holder__isnull=False, holder__lease_expires_at__lt=cutoff)
         .filter(
             Exists(
@@ -76,3 +128,12 @@ def expired_holders(cutoff: datetime, *, limit: int = 500, using: str = "default
         .order_by("workflow_id")
         .values_list("workflow_id", flat=True)[:limit]
     )
+
+
+def workflow_names(run_ids: list[str], *, using: str | None = None) -> dict[str, str]:
+    """Run id -> workflow name, for the ids that exist."""
+    return dict(_runs(using).filter(pk__in=run_ids).values_list("pk", "workflow_name"))
+
+
+def is_active(run_id: str, *, using: str | None = None) -> bool:
+    return _runs(using).filter(pk=run_id, status__in=ACTIVE_STATUSES).exists()

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from time import monotonic
+from datetime import datetime
 
 from django.db.models import Exists, OuterRef
 from django.db.models.fields.json import KT
 
-from ..models import RunStatus, WorkflowRun, WorkflowSignal
-from . import metrics
-from .passes import PassResult
+from ..models import RunStatus, WorkflowRun, WorkflowSignal, db_for
+from .outcomes import Outcome, PassResult
 
 logger = logging.getLogger("weft_django.signal_poll")
 
 
-def waiting_on_signal(held: list[str], *, using: str = "default") -> list[tuple[str, bool]]:
+def waiting_on_signal(held: list[str], *, using: str | None = None) -> list[tuple[str, bool]]:
     """(run id, has a matching buffered signal) for the held runs waiting on one."""
     if not held:
         return []
@@ -31,7 +29,7 @@ def waiting_on_signal(held: list[str], *, using: str = "default") -> list[tuple[
         run_id=OuterRef("pk"), name=OuterRef("signal_name"), consumed_at__isnull=True
     )
     rows = (
-        WorkflowRun.objects.using(using)
+        WorkflowRun.objects.using(db_for(using))
         .filter(pk__in=held, status=RunStatus.WAITING, waiting_on__kind="signal")
         .annotate(signal_name=KT("waiting_on__name"))
         .annotate(has_signal=Exists(buffered))
@@ -46,29 +44,21 @@ def signal_poll_pass(
     *,
     wake: Callable[[str], None],
     now: datetime,
-    using: str = "default",
+    using: str | None = None,
     chunk: int = 2000,
 ) -> PassResult:
     """Outcomes ``woken`` / ``not_buffered`` / ``wake_failed`` per held waiting run."""
-    started = monotonic()
     result = PassResult("signal_poll", started_at=now)
     for index in range(0, len(held), chunk):
         for run_id, has_signal in waiting_on_signal(held[index : index + chunk], using=using):
             if not has_signal:
-                result.record(run_id, "not_buffered")
+                result.record(run_id, Outcome.NOT_BUFFERED)
                 continue
             try:
                 wake(run_id)
             except Exception as exc:
                 logger.warning("could not wake %s for its signal: %s", run_id, exc)
-                result.record(run_id, "wake_failed", exc)
+                result.record(run_id, Outcome.WAKE_FAILED, exc)
             else:
-                result.record(run_id, "woken")
-    result.finished_at = now + timedelta(seconds=monotonic() - started)
-    for outcome, count in result.counts.items():
-        metrics.pass_outcomes.labels(pass_name="signal_poll", outcome=outcome).inc(count)
-    return result
-
-
-def woken_count(result: PassResult) -> int:
-    return result.count("woken")
+                result.record(run_id, Outcome.WOKEN)
+    return result.done()

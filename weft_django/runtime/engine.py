@@ -1,7 +1,7 @@
 """The engine: claims runs and drives them, one turn at a time.
 
 A :class:`WorkflowEngine` is one engine identity (one ``Engine`` row) with
-its claim registry. ``drive(run_id)`` runs one turn of a run it holds:
+the ownership strategy of the configured mode. ``drive(run_id)`` runs one turn of a run it holds:
 replay the recorded history, execute until the run parks or ends, and
 commit every write through the fenced-write helper. Hosts (the
 ``weft_worker`` command, Celery tasks, the test driver) decide *which* runs
@@ -16,39 +16,30 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
-from ..conf import MODE_LEASE, WeftSettings, get_settings
-from ..exceptions import NonDeterminismError, PayloadError
-from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, WorkflowRun
+from ..conf import WeftSettings, get_settings
+from ..exceptions import PayloadError
+from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import metrics
-from ..ownership.claims import ClaimRegistry
 from ..ownership.clock import Clock, db_now
-from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id, register_engine
-from ..ownership.gates import run_boot_gates
-from ..ownership.global_lease import GlobalLeaseManager
+from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id
+from ..ownership.modes import ownership_for
 from ..ownership.results import Acquired, ClaimResult, LostRace
 from . import registry
-from .context import Abandon, Context, Event, Park
+from .context import Context
 from .payload import encode, error_info
+from .port import Abandon, Event, Park
+from .replay import Replay
+from .runs import load_run
 from .turn import Turn
 
 logger = logging.getLogger("weft_django.engine")
 
-RUN_FIELDS = (
-    "id",
-    "workflow_name",
-    "status",
-    "args",
-    "kwargs",
-    "parent_id",
-    "start_at",
-    "timeout_at",
-    "wake_hint_at",
-)
 
+class TurnOutcome(enum.StrEnum):
+    """How one turn of a run ended."""
 
-class TurnOutcome(str, enum.Enum):
     COMPLETED = "completed"
     FAILED = "failed"
     PARKED = "parked"
@@ -65,7 +56,10 @@ class TurnOutcome(str, enum.Enum):
 
 
 class WorkflowEngine:
-    """One engine identity: gates, engine row, claims, and the turn driver."""
+    """One engine identity: its ownership strategy, engine row, and the turn driver.
+
+    Implements :class:`~.writes.TurnHost` for the turns it drives.
+    """
 
     def __init__(
         self,
@@ -73,24 +67,16 @@ class WorkflowEngine:
         kind: str = EngineKind.WORKER,
         engine_id: str | None = None,
         settings: WeftSettings | None = None,
-        using: str = "default",
+        using: str | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.settings = settings or get_settings()
-        self.mode = self.settings.ownership
         self.kind = kind
-        self.using = using
+        self.using = db_for(using)
         self.engine_id = engine_id or new_engine_id()
         self._clock = clock
         self.time_offset = timedelta(0)
-        self.claims = ClaimRegistry(
-            self.engine_id, settings=self.settings, using=using, clock=clock
-        )
-        self.global_lease = (
-            GlobalLeaseManager(self.engine_id, self.settings, using=using, clock=clock)
-            if self.mode == MODE_LEASE
-            else None
-        )
+        self.ownership = ownership_for(self.engine_id, self.settings, using=self.using, clock=clock)
         self.stopping = threading.Event()
         self.started = False
         self._lock = threading.Lock()
@@ -98,28 +84,16 @@ class WorkflowEngine:
 
     # -- lifecycle --------------------------------------------------------------
 
-    @property
-    def claims_in_use(self) -> bool:
-        """Modes ``workflow-lease`` and ``none`` track per-run claims."""
-        return self.mode != MODE_LEASE
-
     def start(self) -> WorkflowEngine:
-        """Run the boot gates, then insert this engine's row."""
-        run_boot_gates(self.settings, using=self.using, engine_id=self.engine_id)
-        register_engine(
-            self.settings,
-            kind=self.kind,
-            engine_id=self.engine_id,
-            using=self.using,
-            now=self._clock() if self._clock else None,
-        )
+        """Pass the boot gates of the ownership mode, then insert this engine's row."""
+        self.ownership.boot(kind=self.kind)
         self.started = True
         return self
 
     def dispose(self) -> None:
         """Stop taking claims; in-flight passes can no longer claim or drive."""
         self.stopping.set()
-        self.claims.disposing = True
+        self.ownership.dispose()
         if self.started:
             mark_disposing(self.engine_id, using=self.using)
 
@@ -128,40 +102,34 @@ class WorkflowEngine:
         self.dispose()
         released = 0
         if self.started:
-            released = self.claims.release_all() if self.claims_in_use else 0
-            if self.global_lease is not None:
-                self.global_lease.release()
+            released = self.ownership.release_all()
             mark_stopped(self.engine_id, using=self.using)
         return released
-
-    @property
-    def clock_injected(self) -> bool:
-        return self._clock is not None
 
     def now(self) -> datetime:
         """Time for timer and deadline judgments: the database clock (+ test offset)."""
         base = self._clock() if self._clock is not None else db_now(self.using)
         return base + self.time_offset
 
-    # -- claims -----------------------------------------------------------------
+    def db_stamp(self) -> str | None:
+        """SQL for "now" when the engine runs on PostgreSQL's clock itself (no
+        injected clock, no test time offset); None otherwise."""
+        if self._clock is not None or self.time_offset:
+            return None
+        if connections[self.using].vendor != "postgresql":
+            return None
+        return "clock_timestamp()"
 
-    def fence_epoch(self, run_id: str) -> int | None:
-        if self.mode == MODE_LEASE:
-            return self.global_lease.epoch if self.global_lease else None
-        return self.claims.epoch_of(run_id)
+    # -- claims -----------------------------------------------------------------
 
     def acquire(self, run_id: str) -> ClaimResult:
         """Claim ``run_id`` for this engine according to the ownership mode."""
         if self.stopping.is_set():
             return LostRace(run_id, None)
-        if self.mode == MODE_LEASE:
-            epoch = self.global_lease.epoch if self.global_lease else None
-            return Acquired(run_id, epoch) if epoch is not None else LostRace(run_id, None)
-        return self.claims.claim(run_id)
+        return self.ownership.acquire(run_id)
 
     def release(self, run_id: str) -> None:
-        if self.claims_in_use:
-            self.claims.release(run_id)
+        self.ownership.release(run_id)
 
     # -- driving ----------------------------------------------------------------
 
@@ -196,10 +164,10 @@ class WorkflowEngine:
         return outcome
 
     def _drive(self, run_id: str) -> TurnOutcome:
-        epoch = self.fence_epoch(run_id)
+        epoch = self.ownership.fence_epoch(run_id)
         if epoch is None:
             return TurnOutcome.NOT_HELD
-        run = WorkflowRun.objects.using(self.using).filter(pk=run_id).values(*RUN_FIELDS).first()
+        run = load_run(run_id, using=self.using)
         if run is None:
             self.release(run_id)
             return TurnOutcome.MISSING
@@ -241,34 +209,28 @@ class WorkflowEngine:
         return [Event(*row) for row in rows]
 
     def _execute(self, turn: Turn, run: dict[str, Any]) -> TurnOutcome:
-        events = self._load_events(turn.run_id)
-        ctx = Context(turn, events)
-        for index, event in enumerate(events):
-            if event.seq != index:
-                ctx._poisoned = NonDeterminismError(
-                    turn.run_id, index, f"event #{index}", f"event #{event.seq} (a gap)"
-                )
-                break
+        replay = Replay(turn.run_id, self._load_events(turn.run_id))
+        ctx = Context(turn, replay)
         try:
-            if ctx._poisoned is not None:
-                raise ctx._poisoned
+            if replay.poisoned is not None:
+                raise replay.poisoned
             value = turn.definition.fn(ctx, *run["args"], **run["kwargs"])
         except Park as park:
-            if ctx._poisoned is None:
-                turn.park(ctx._take_buffer(), park.waiting_on, park.wake_at)
+            if replay.poisoned is None:
+                turn.park(replay.take_buffer(), park.waiting_on, park.wake_at)
                 return TurnOutcome.PARKED
-            value, failure = None, ctx._poisoned
+            value, failure = None, replay.poisoned
         except Abandon:
             raise
         except Exception as exc:
             value, failure = None, exc
         else:
             failure = None
-        if ctx._poisoned is None:
-            ctx._check_replayed_to_end(failure)
-        if ctx._poisoned is not None:
-            logger.error("%s", ctx._poisoned)
-            turn.finish([], RunStatus.SUSPENDED, error=error_info(ctx._poisoned))
+        if replay.poisoned is None:
+            replay.check_replayed_to_end(failure)
+        if replay.poisoned is not None:
+            logger.error("%s", replay.poisoned)
+            turn.finish([], RunStatus.SUSPENDED, error=error_info(replay.poisoned))
             return TurnOutcome.SUSPENDED
         if failure is None:
             try:
@@ -276,14 +238,14 @@ class WorkflowEngine:
             except PayloadError as exc:
                 failure = exc
         if failure is not None:
-            turn.finish(ctx._take_buffer(), RunStatus.FAILED, error=error_info(failure))
+            turn.finish(replay.take_buffer(), RunStatus.FAILED, error=error_info(failure))
             return TurnOutcome.FAILED
-        turn.finish(ctx._take_buffer(), RunStatus.COMPLETED, result=result)
+        turn.finish(replay.take_buffer(), RunStatus.COMPLETED, result=result)
         return TurnOutcome.COMPLETED
 
     def _abandoned(self, run_id: str, epoch: int, abandoned: Abandon) -> TurnOutcome:
         if abandoned.reason == "deposed":
-            if self.claims.forget(run_id, epoch):
+            if self.ownership.forget(run_id, epoch):
                 metrics.claim_attempts.labels(outcome="deposed").inc()
             logger.warning("engine %s was deposed from %s; dropping it", self.engine_id, run_id)
             return TurnOutcome.DEPOSED

@@ -9,6 +9,7 @@ what a replay will see. No pickle anywhere.
 from __future__ import annotations
 
 import json
+import traceback
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -38,8 +39,6 @@ def encode(value: Any, what: str, *, max_bytes: int | None = None) -> Any:
 
 def error_info(exc: BaseException, *, with_traceback: bool = True) -> dict[str, Any]:
     """A JSON description of an exception (type name, message, traceback)."""
-    import traceback
-
     info: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)[:4000]}
     if with_traceback:
         info["traceback"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[
@@ -69,7 +68,15 @@ def encode_call(
             try:
                 dumps(value)
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-                raise PayloadError(
-                    f"{label} of {what}", f"not JSON-serialisable ({exc})"
-                ) from None
+                raise PayloadError(f"{label} of {what}", f"not JSON-serialisable ({exc})") from None
         raise  # every value is JSON on its own: the whole is over the size limit
+
+
+MAX_ID_LENGTH = 255
+
+
+def check_id(value: Any, what: str = "workflow_id") -> str:
+    """An id or a name stored in a 255-character column: a non-empty string."""
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
+        raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+    return value

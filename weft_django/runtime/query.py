@@ -12,17 +12,24 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
-
-from ..exceptions import NonDeterminismError, QueryError, WorkflowNotFoundError
-from ..models import RunStatus, WorkflowEvent, WorkflowRun
+from ..exceptions import (
+    NonDeterminismError,
+    QueryError,
+    UpdateRejectedError,
+    WorkflowNotFoundError,
+    WorkflowNotRegisteredError,
+)
+from ..models import RunStatus, WorkflowEvent, db_for
 from ..ownership.clock import db_now
 from . import registry
-from .context import Context, Event, StopReplay
+from .context import Context
+from .port import Event, StopReplay
+from .replay import Replay
+from .runs import load_run
 
 
 class ReplayTurn:
-    """The write side of a turn, for a replay that must not write."""
+    """The :class:`~.port.TurnPort` of a replay that must not write."""
 
     read_only = True
     epoch = 0
@@ -43,24 +50,18 @@ class ReplayTurn:
         raise StopReplay()
 
     pause = commit = commit_transactional = consume_signal = _stop
-    child_outcome = start_child = drain_updates = claim_update = respond_update = _stop
-
-
-RUN_FIELDS = ("id", "workflow_name", "status", "args", "kwargs", "parent_id")
-
-
-def load_run(workflow_id: str, *, using: str = "default") -> dict[str, Any] | None:
-    """The run row fields a read-only replay needs (None when there is no such run)."""
-    return WorkflowRun.objects.using(using).filter(pk=workflow_id).values(*RUN_FIELDS).first()
+    child_outcome = start_child = claim_update = respond_update = _stop
+    pending_updates = reject_update = apply_update = _stop
 
 
 def replay_read_only(
-    workflow_id: str, *, using: str = "default", run: dict[str, Any] | None = None
-) -> tuple[Context, dict[str, Any]]:
-    """Replay the run's history without writing; returns its context and run row.
+    workflow_id: str, *, using: str | None = None, run: dict[str, Any] | None = None
+) -> Replay:
+    """Replay the run's history without writing; returns what the replay rebuilt.
 
     ``run`` is the row from :func:`load_run` when the caller has just read it.
     """
+    using = db_for(using)
     if run is None:
         run = load_run(workflow_id, using=using)
     if run is None:
@@ -70,13 +71,15 @@ def replay_read_only(
     definition = registry.get(run["workflow_name"])
     rows = (
         WorkflowEvent.objects.using(using)
-        .filter(Q(run_id=workflow_id))
+        .filter(run_id=workflow_id)
         .order_by("seq")
         .values_list("seq", "kind", "name", "result", "error")
     )
-    ctx = Context(ReplayTurn(run, definition, using), [Event(*row) for row in rows])  # type: ignore[arg-type]
+    replay = Replay(workflow_id, [Event(*row) for row in rows], read_only=True)
     try:
-        definition.fn(ctx, *run["args"], **run["kwargs"])
+        definition.fn(
+            Context(ReplayTurn(run, definition, using), replay), *run["args"], **run["kwargs"]
+        )
     except StopReplay:
         pass
     except NonDeterminismError as exc:
@@ -85,23 +88,45 @@ def replay_read_only(
         # The workflow failed in its recorded history (or raised while replaying
         # a terminal run): its handlers still reflect the state it reached.
         pass
-    if ctx._poisoned is not None:
-        raise QueryError(f"Cannot replay {workflow_id!r} to answer: {ctx._poisoned}")
-    return ctx, run
+    if replay.poisoned is not None:
+        raise QueryError(f"Cannot replay {workflow_id!r} to answer: {replay.poisoned}")
+    return replay
 
 
-def run_query(workflow_id: str, name: str, *args: Any, using: str = "default") -> Any:
-    ctx, _run = replay_read_only(workflow_id, using=using)
-    handler = ctx._query_handlers.get(name)
+def run_query(workflow_id: str, name: str, *args: Any, using: str | None = None) -> Any:
+    replay = replay_read_only(workflow_id, using=using)
+    handler = replay.query_handlers.get(name)
     if handler is None:
-        known = ", ".join(sorted(ctx._query_handlers)) or "none"
+        known = ", ".join(sorted(replay.query_handlers)) or "none"
         raise QueryError(
             f"Workflow run {workflow_id!r} has no query handler {name!r} (registered: {known})."
         )
     try:
-        with ctx.in_handler("query"):
+        with replay.in_handler("query"):
             return handler(*args)
     except Exception as exc:
         raise QueryError(
             f"Query {name!r} of {workflow_id!r} raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def prevalidate_update(
+    run: dict[str, Any], name: str, payload: Any, update_id: str | None, *, using: str | None
+) -> None:
+    """Run the update handler's validator now, if the run has registered it already.
+
+    Raises ``UpdateRejectedError`` (with the message a rejection at delivery
+    would give) so a rejected request is never stored.
+    """
+    try:
+        replay = replay_read_only(run["id"], using=using, run=run)
+    except (QueryError, WorkflowNotRegisteredError):
+        return  # pending, or not replayable here: validated at delivery
+    handler = replay.update_handlers.get(name)
+    if handler is None or handler.validator is None:
+        return
+    try:
+        with replay.in_handler("update"):
+            handler.validator(payload)
+    except Exception as exc:
+        raise UpdateRejectedError(update_id or "(not stored)", str(exc)) from None

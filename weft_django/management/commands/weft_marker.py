@@ -19,12 +19,13 @@ from typing import Any, TextIO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from ...conf import DEFAULTS, MODE_NONE, MODES, get_settings
+from ...conf import DEFAULTS, MODES, Timing, get_settings
 from ...exceptions import WeftConfigurationError
-from ...lease_state import claim_grace, live_engines
 from ...models import Engine, OwnershipMarker
 from ...ownership.clock import db_now
 from ...ownership.gates import read_marker
+from ...ownership.leases import live_engines
+from ...ownership.modes import ownership_class
 
 
 def _raw_marker(using: str) -> tuple[Any, Any, Any] | None:
@@ -97,12 +98,13 @@ class Command(BaseCommand):
             )
 
     def live_engines(self, using: str, now: datetime | None = None) -> list[Engine]:
-        """Live engines; with invalid settings, judged with the default renew interval."""
+        """Live engines; with invalid settings, judged with the default claim timing."""
         try:
-            grace = claim_grace()
+            settings = get_settings()
+            timing = ownership_class(settings.ownership).timing_of(settings)
         except WeftConfigurationError:
-            grace = 2 * float(DEFAULTS["CLAIM_RENEW_INTERVAL"])
-        return list(live_engines(using=using, now=now, grace=grace))
+            timing = Timing(float(DEFAULTS["CLAIM_TTL"]), float(DEFAULTS["CLAIM_RENEW_INTERVAL"]))
+        return list(live_engines(using=using, now=now, timing=timing))
 
     # -- show ---------------------------------------------------------------------
 
@@ -129,7 +131,8 @@ class Command(BaseCommand):
             self.stdout.write(self.style.WARNING(f"Configured mode: unknown ({exc})"))
         else:
             note = ""
-            if raw is not None and raw[0] in MODES and configured not in (raw[0], MODE_NONE):
+            marked = ownership_class(configured).uses_marker
+            if raw is not None and raw[0] in MODES and marked and configured != raw[0]:
                 note = " (DIFFERS from the marker: engines will refuse to boot)"
             self.stdout.write(f"Configured mode (WEFT['OWNERSHIP']): {configured}{note}")
         engines = self.live_engines(using)
@@ -151,9 +154,9 @@ class Command(BaseCommand):
                 f"--reset without --mode uses WEFT['OWNERSHIP'], but the settings are "
                 f"invalid: {exc}"
             ) from exc
-        if mode == MODE_NONE:
+        if not ownership_class(mode).uses_marker:
             raise CommandError(
-                "WEFT['OWNERSHIP'] is 'none', which uses no marker: pass --mode explicitly."
+                f"WEFT['OWNERSHIP'] is {mode!r}, which uses no marker: pass --mode explicitly."
             )
         return mode
 

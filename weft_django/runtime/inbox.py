@@ -1,44 +1,45 @@
-"""Messages to runs: storing signals and update requests, closing them at the end.
+"""A run's inbox: storing signals and update requests, closing them at the end.
 
-Shared by :mod:`weft_django.api` (signals, operator transitions),
-:mod:`weft_django.updates` (update requests) and the runtime's terminal
-commit, so every path leaves the same wake hint and gives the same answers.
+Shared by the public verbs (``weft.signal``, ``weft.update``), operator
+transitions and the terminal commit, so every path leaves the same wake hint
+and gives the same answers.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Model
 
-from .conf import get_settings
-from .exceptions import WorkflowNotFoundError, WorkflowTerminalError
-from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun
-from .notify import notify
-from .ownership.clock import db_now
-
-USING = "default"
+from ..conf import get_settings
+from ..exceptions import WorkflowNotFoundError, WorkflowTerminalError
+from ..models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun, db_for
+from ..ownership.clock import db_now
+from .wakeups import notify
 
 
-def status_of(workflow_id: str, *, using: str = USING) -> str:
+def status_of(workflow_id: str, *, using: str | None = None) -> str:
     """The run's status; ``WorkflowNotFoundError`` when there is no such run."""
     status = (
-        WorkflowRun.objects.using(using).filter(pk=workflow_id).values_list("status", flat=True)
-    ).first()
+        WorkflowRun.objects.using(db_for(using))
+        .filter(pk=workflow_id)
+        .values_list("status", flat=True)
+        .first()
+    )
     if status is None:
         raise WorkflowNotFoundError(workflow_id)
     return status
 
 
-def deliver(workflow_id: str, row: Model, *, using: str = USING) -> None:
+def deliver(workflow_id: str, row: Model, *, using: str | None = None) -> None:
     """Store ``row`` (a signal or an update request) for a non-terminal run.
 
     One transaction: leave a wake hint on the run (raising ``WorkflowNotFoundError``
     or ``WorkflowTerminalError`` when it is missing or finished), insert the row
     unless its id exists already (idempotent ids), ``NOTIFY`` the owner on commit.
     """
+    using = db_for(using)
     with transaction.atomic(using=using):
         now = db_now(using)
         hinted = (
@@ -54,21 +55,30 @@ def deliver(workflow_id: str, row: Model, *, using: str = USING) -> None:
         notify(workflow_id, using=using)
 
 
-def response_expiry(now: Any) -> Any:
-    return now + timedelta(seconds=get_settings().update_response_ttl)
-
-
-def close_open_requests(run_id: str, status: str, *, now: Any, using: str = USING) -> int:
+def close_open_requests(
+    run_id: str, status: str, *, now: datetime, using: str | None = None
+) -> int:
     """Answer a finished run's pending (or delivered) requests: rejected, with the
     run's status, kept until the response TTL. Call it in the terminal commit."""
     return (
-        UpdateRequest.objects.using(using)
+        UpdateRequest.objects.using(db_for(using))
         .filter(run_id=run_id, status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED))
         .update(
             status=UpdateStatus.REJECTED,
             error={"type": "WorkflowTerminal", "message": f"the run is {status}"},
             responded_at=now,
-            expires_at=response_expiry(now),
+            expires_at=now + timedelta(seconds=get_settings().update_response_ttl),
         )
     )
 
+
+def purge_expired_updates(*, using: str | None = None) -> int:
+    """Delete answered requests whose response is past ``UPDATE_RESPONSE_TTL``."""
+    using = db_for(using)
+    deleted, _ = (
+        UpdateRequest.objects.using(using)
+        .exclude(status__in=(UpdateStatus.PENDING, UpdateStatus.DELIVERED))
+        .filter(expires_at__lt=db_now(using))
+        .delete()
+    )
+    return deleted

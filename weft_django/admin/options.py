@@ -1,26 +1,23 @@
-"""Django admin: who holds what, read-only (DESIGN.md §8).
+"""The admin's ModelAdmins: who holds what, read-only.
 
 Engine state (engines, claims, the ownership-mode marker, the global lease)
-and run history are written only by the engine; the admin shows them and
-never adds, changes or deletes a row. Every changelist is a constant number
-of queries: related rows come from ``select_related``, counts and owners from
+and run history are written only by engines; the admin shows them and never
+adds, changes or deletes a row. Every changelist is a constant number of
+queries: related rows come from ``select_related``, counts and owners from
 annotations, and lease states from one SQL expression judged against a single
-reading of the database clock per request (:mod:`weft_django.lease_state`).
+reading of the database clock per request.
 
-Changes to runs are admin actions on :class:`WorkflowRunAdmin` (cancel,
-suspend, resume, purge) that call the public API, gated by the ``operate``
-permission (``change_workflowrun``) and reported with ``message_user``.
+Changes to runs are admin actions (:mod:`.actions`) that call the public
+API, gated by the ``operate`` permission (``change_workflowrun``) and
+reported with ``message_user``.
 """
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote
 from django.db import models
 from django.db.models import Count, Exists, OuterRef, Subquery
 from django.db.models.functions import Cast, Coalesce
@@ -31,16 +28,9 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from .conf import get_settings
-from .exceptions import WeftConfigurationError, WeftError
-from .lease_state import (
-    LeaseState,
-    claim_grace,
-    cutoff,
-    global_lease_grace,
-    lease_state_expression,
-)
-from .models import (
+from ..conf import get_settings
+from ..exceptions import WeftConfigurationError
+from ..models import (
     Claim,
     Engine,
     GlobalLease,
@@ -50,69 +40,19 @@ from .models import (
     WorkflowRun,
     WorkflowSignal,
 )
-from .ownership.clock import db_now
-from .ownership.gates import read_marker
-
-LEASE_STYLE: dict[str, tuple[str, str]] = {
-    LeaseState.LIVE: ("#2e7d32", "\u25cf"),  # green dot
-    LeaseState.EXPIRED: ("#c62828", "\u2716"),  # red cross
-    LeaseState.UNHELD: ("#757575", "\u25cb"),  # grey circle
-}
-
-
-def request_db_now(request: HttpRequest) -> datetime:
-    """The database clock, read once per request and reused by every column."""
-    now: datetime | None = getattr(request, "_weft_db_now", None)
-    if now is None:
-        now = db_now()
-        request._weft_db_now = now  # type: ignore[attr-defined]
-    return now
-
-
-def render_lease_state(state: str | None) -> str:
-    """A coloured icon and label; the CSS class names the state for scripts and tests."""
-    if state is None:
-        return "-"
-    colour, icon = LEASE_STYLE.get(state, ("inherit", "?"))
-    label = LeaseState(state).label if state in LeaseState.values else state
-    return format_html(
-        '<span class="weft-lease weft-lease-{}" style="color: {}; font-weight: bold">{} {}</span>',
-        state,
-        colour,
-        icon,
-        label,
-    )
-
-
-def precise(value: datetime | None) -> str:
-    """A timestamp to the second (Django's default format stops at minutes)."""
-    if value is None:
-        return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def admin_link(model: type[models.Model], pk: Any, text: Any) -> str:
-    url = reverse(
-        f"admin:{model._meta.app_label}_{model._meta.model_name}_change", args=[quote(pk)]
-    )
-    return format_html('<a href="{}">{}</a>', url, text)
-
-
-def engine_label(engine_id: str | None, hostname: str | None) -> str:
-    if engine_id is None:
-        return "-"
-    return admin_link(Engine, engine_id, f"{engine_id} @ {hostname or '?'}")
-
-
-def compact_json(value: Any, limit: int = 80) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dict) and "kind" in value:
-        detail = value.get("name") or value.get("until") or ""
-        text = f"{value['kind']}: {detail}" if detail else str(value["kind"])
-    else:
-        text = json.dumps(value, default=str, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+from ..ownership.gates import read_marker
+from ..ownership.leases import lease_state_expression
+from ..ownership.modes import ownership_class
+from .actions import cancel_runs, purge_runs, resume_runs, suspend_runs
+from .display import (
+    admin_link,
+    compact_json,
+    engine_label,
+    precise,
+    render_lease_state,
+    request_cutoff,
+)
+from .filters import EngineLeaseStateFilter, LeaseStateFilter, OwnerLeaseStateFilter
 
 
 class ReadOnlyAdminMixin:
@@ -126,34 +66,6 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-
-class LeaseStateFilter(admin.SimpleListFilter):
-    """Filter on a ``lease_state``-style annotation made by the admin's ``get_queryset``."""
-
-    title = _("lease state")
-    parameter_name = "lease_state"
-    annotation = "lease_state"
-    states: tuple[LeaseState, ...] = (LeaseState.LIVE, LeaseState.EXPIRED, LeaseState.UNHELD)
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [(state.value, state.label) for state in self.states]
-
-    def queryset(self, request: HttpRequest, queryset: models.QuerySet) -> models.QuerySet:
-        value = self.value()
-        if value in {state.value for state in self.states}:
-            return queryset.filter(**{self.annotation: value})
-        return queryset
-
-
-class EngineLeaseStateFilter(LeaseStateFilter):
-    states = (LeaseState.LIVE, LeaseState.EXPIRED)
-
-
-class OwnerLeaseStateFilter(LeaseStateFilter):
-    title = _("owner lease")
-    parameter_name = "owner_lease"
-    annotation = "owner_lease_state"
 
 
 # -- ownership state ---------------------------------------------------------------
@@ -180,7 +92,8 @@ class EngineAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ordering = ("-started_at",)
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
-        cutoff_at = cutoff(request_db_now(request), claim_grace())
+        settings = get_settings()
+        cutoff_at = request_cutoff(request, ownership_class(settings.ownership).timing_of(settings))
         return (
             super()
             .get_queryset(request)
@@ -238,7 +151,7 @@ class ClaimAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
-        cutoff_at = cutoff(request_db_now(request), claim_grace())
+        cutoff_at = request_cutoff(request, get_settings().claim_timing)
         return (
             super()
             .get_queryset(request)
@@ -350,7 +263,7 @@ class GlobalLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     readonly_fields = ("lease_state_display",)
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
-        cutoff_at = cutoff(request_db_now(request), global_lease_grace())
+        cutoff_at = request_cutoff(request, get_settings().lease_timing)
         return (
             super()
             .get_queryset(request)
@@ -420,7 +333,7 @@ class WorkflowRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Runs with their owner from the claim table (one query for the whole page).
 
     Actions (cancel / suspend / resume / purge) call the public API, so the
-    epoch rotation of DESIGN.md §4.5 applies; ``permissions=["operate"]`` makes
+    epoch rotation of revocation applies; ``permissions=["operate"]`` makes
     Django call :meth:`has_operate_permission`.
     """
 
@@ -439,7 +352,7 @@ class WorkflowRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("id", "workflow_name", "parent_id")
     readonly_fields = ("owner_display", "claim_epoch_display", "owner_lease_display")
     inlines = (WorkflowEventInline, WorkflowSignalInline, UpdateRequestInline)
-    actions = ("cancel_runs", "suspend_runs", "resume_runs", "purge_runs")
+    actions = (cancel_runs, suspend_runs, resume_runs, purge_runs)
     show_full_result_count = False
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
@@ -447,53 +360,8 @@ class WorkflowRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
-    def _apply(self, request: HttpRequest, queryset: models.QuerySet, verb: str, fn: Any) -> None:
-        """Call ``fn(run_id)`` (a public API verb) per run; report what happened."""
-        done: list[str] = []
-        refused: list[str] = []
-        for run_id in queryset.values_list("pk", flat=True):
-            try:
-                fn(run_id)
-            except WeftError as exc:
-                refused.append(f"{run_id}: {exc}")
-            else:
-                done.append(run_id)
-        if done:
-            self.message_user(
-                request,
-                _("%(verb)s %(count)d run(s): %(ids)s")
-                % {"verb": verb, "count": len(done), "ids": ", ".join(done[:20])},
-                messages.SUCCESS,
-            )
-        for line in refused[:20]:
-            self.message_user(request, line, messages.WARNING)
-
-    @admin.action(description=_("Cancel selected runs"), permissions=["operate"])
-    def cancel_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
-        from . import api
-
-        self._apply(request, queryset, "Cancelled", api.cancel)
-
-    @admin.action(description=_("Suspend selected runs"), permissions=["operate"])
-    def suspend_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
-        from . import api
-
-        self._apply(request, queryset, "Suspended", api.suspend)
-
-    @admin.action(description=_("Resume selected suspended runs"), permissions=["operate"])
-    def resume_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
-        from . import api
-
-        self._apply(request, queryset, "Resumed", api.resume)
-
-    @admin.action(description=_("Purge selected runs and their history"), permissions=["operate"])
-    def purge_runs(self, request: HttpRequest, queryset: models.QuerySet) -> None:
-        from . import api
-
-        self._apply(request, queryset, "Purged", api.purge)
-
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
-        cutoff_at = cutoff(request_db_now(request), claim_grace())
+        cutoff_at = request_cutoff(request, get_settings().claim_timing)
         claim = Claim.objects.filter(workflow_id=OuterRef("pk"))
         return (
             super()
@@ -570,17 +438,3 @@ class UpdateRequestAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("status", "name")
     search_fields = ("=run__id", "update_id", "name")
     show_full_result_count = False
-
-
-__all__ = [
-    "ClaimAdmin",
-    "EngineAdmin",
-    "GlobalLeaseAdmin",
-    "LeaseStateFilter",
-    "OwnershipMarkerAdmin",
-    "UpdateRequestAdmin",
-    "WorkflowEventAdmin",
-    "WorkflowRunAdmin",
-    "WorkflowSignalAdmin",
-    "render_lease_state",
-]

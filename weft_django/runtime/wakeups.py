@@ -1,36 +1,60 @@
-"""Wake sources: how a worker notices, at once, that another process committed work.
+"""Wake-ups across processes: how a worker notices at once that another process
+committed work for it.
 
-Every write that makes a run runnable also leaves a durable wake hint, which
-the fast tick finds within ``TICK_INTERVAL``. These loops only shorten that:
+Every write that makes a run runnable (start, signal, update, child
+completion) also leaves a durable wake hint on the run row, which the
+owner's fast tick finds within ``TICK_INTERVAL``. The two halves here only
+shorten that:
 
-* PostgreSQL: ``LISTEN weft_wake`` on a connection of its own
-  (:mod:`weft_django.notify` sends the ``NOTIFY``);
-* SQLite: no NOTIFY, so watch ``PRAGMA data_version``, which changes whenever
-  another connection, in any process, commits to the database file.
+* sending: :func:`notify` queues a PostgreSQL ``NOTIFY weft_wake, <run id>``
+  for when the current transaction commits;
+* receiving: :func:`listen` (PostgreSQL ``LISTEN``, on a connection of its
+  own) and :func:`watch_sqlite` (SQLite has no NOTIFY: it watches
+  ``PRAGMA data_version``, which changes whenever another connection, in any
+  process, commits to the database file) call ``on_wake()`` for every change.
 
-``WEFT["NOTIFY"] = False`` turns both off. Each loop runs until ``stop`` is
-set and calls ``on_wake()`` for every change it sees.
+``WEFT["NOTIFY"] = False`` turns all of it off.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 
-from django.db import connections
+from django.db import connections, transaction
 
-from .conf import WeftSettings
-from .notify import CHANNEL
+from ..conf import WeftSettings, get_settings
+from ..models import db_for
 
 logger = logging.getLogger("weft_django.worker")
+
+CHANNEL = "weft_wake"
+
+
+def notify_enabled(using: str | None = None) -> bool:
+    return connections[db_for(using)].vendor == "postgresql" and get_settings().notify
+
+
+def notify(run_id: str, *, using: str | None = None) -> None:
+    """Send ``NOTIFY weft_wake, run_id`` once the current transaction commits."""
+    using = db_for(using)
+    if not notify_enabled(using):
+        return
+
+    def send() -> None:
+        with connections[using].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, run_id[:7000]])
+
+    transaction.on_commit(send, using=using, robust=True)
 
 
 def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> None:
     """PostgreSQL: ``on_wake()`` per notification; a stop is seen within 0.25 s."""
-    import psycopg
+    import psycopg  # only PostgreSQL deployments have the driver
 
     params = connections[using].get_connection_params()
     params.pop("cursor_factory", None)
@@ -63,8 +87,6 @@ def watch_sqlite(
 ) -> None:
     """SQLite: one trivial read every ``poll`` seconds on a connection of its own;
     ``on_wake()`` at most once per ``min_gap`` seconds."""
-    import sqlite3
-
     path = str(connections[using].settings_dict["NAME"])
     while not stop.is_set():
         try:

@@ -1,0 +1,85 @@
+"""How the admin renders ownership state: lease icons, precise times, links."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.contrib.admin.utils import quote
+from django.db import models
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from ..conf import Timing
+from ..models import Engine
+from ..ownership.clock import db_now
+from ..ownership.leases import LeaseState
+
+LEASE_STYLE: dict[str, tuple[str, str]] = {
+    LeaseState.LIVE: ("#2e7d32", "\u25cf"),  # green dot
+    LeaseState.EXPIRED: ("#c62828", "\u2716"),  # red cross
+    LeaseState.UNHELD: ("#757575", "\u25cb"),  # grey circle
+}
+
+
+def request_db_now(request: HttpRequest) -> datetime:
+    """The database clock, read once per request and reused by every column."""
+    now: datetime | None = getattr(request, "_weft_db_now", None)
+    if now is None:
+        now = db_now()
+        request._weft_db_now = now  # type: ignore[attr-defined]
+    return now
+
+
+def request_cutoff(request: HttpRequest, timing: Timing) -> datetime:
+    """The instant before which a lease of ``timing`` is expired, for this request."""
+    return timing.cutoff(request_db_now(request))
+
+
+def render_lease_state(state: str | None) -> str:
+    """A coloured icon and label; the CSS class names the state for scripts and tests."""
+    if state is None:
+        return "-"
+    colour, icon = LEASE_STYLE.get(state, ("inherit", "?"))
+    label = LeaseState(state).label if state in LeaseState.values else state
+    return format_html(
+        '<span class="weft-lease weft-lease-{}" style="color: {}; font-weight: bold">{} {}</span>',
+        state,
+        colour,
+        icon,
+        label,
+    )
+
+
+def precise(value: datetime | None) -> str:
+    """A timestamp to the second (Django's default format stops at minutes)."""
+    if value is None:
+        return "-"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def admin_link(model: type[models.Model], pk: Any, text: Any) -> str:
+    url = reverse(
+        f"admin:{model._meta.app_label}_{model._meta.model_name}_change", args=[quote(pk)]
+    )
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+def engine_label(engine_id: str | None, hostname: str | None) -> str:
+    if engine_id is None:
+        return "-"
+    return admin_link(Engine, engine_id, f"{engine_id} @ {hostname or '?'}")
+
+
+def compact_json(value: Any, limit: int = 80) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict) and "kind" in value:
+        detail = value.get("name") or value.get("until") or ""
+        text = f"{value['kind']}: {detail}" if detail else str(value["kind"])
+    else:
+        text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

@@ -1,0 +1,217 @@
+"""The ownership strategy interface: everything that differs between ownership modes.
+
+An engine gets one :class:`Ownership` at construction, from
+:func:`weft_django.ownership.modes.ownership_for`, chosen by
+``WEFT["OWNERSHIP"]`` the way Django chooses a database backend once from
+``ENGINE``. Nothing above this layer asks which mode is configured: the
+runtime fences its writes, the worker selects, claims and recovers runs, and
+the passes find the runs this engine holds, all through these methods.
+Adding a mode means adding one subclass and naming it in the factory.
+
+Error contract, for every implementation:
+
+* No transition raises because it lost a race. ``acquire`` returns a
+  :data:`~weft_django.ownership.results.ClaimResult`; selection methods return
+  what they won and skip the rest.
+* :meth:`Ownership.fenced` raises :class:`~weft_django.exceptions.EngineDeposedError`
+  when this engine no longer owns the run; the whole transaction is rolled
+  back. The one-statement forms return ``False`` for the same case and
+  ``None`` when the mode or the database has no such form (then the caller
+  uses :meth:`~Ownership.fenced`).
+* Database errors propagate (``django.db.DatabaseError``): the host decides
+  whether to retry, and the claim is kept.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, ClassVar
+
+from ...conf import Timing, WeftSettings
+from ...exceptions import WeftSecondEngineWarning, warn
+from ...models import Engine, db_for
+from ..claims import ClaimRegistry
+from ..clock import Clock, db_now
+from ..engines import register_engine
+from ..gates import run_boot_gates
+from ..leases import live_engines
+from ..outcomes import PassResult
+from ..results import ClaimResult
+
+
+class Ownership(abc.ABC):
+    """How one engine owns the runs it drives, in one ownership mode."""
+
+    #: The value of ``WEFT["OWNERSHIP"]`` that selects this class.
+    name: ClassVar[str]
+    #: Whether engines of this mode establish or match the store-wide marker.
+    uses_marker: ClassVar[bool] = True
+    #: At most this many live engines may share a store in this mode (None: any).
+    max_live_engines: ClassVar[int | None] = None
+
+    def __init__(
+        self,
+        engine_id: str,
+        settings: WeftSettings,
+        *,
+        using: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.engine_id = engine_id
+        self.settings = settings
+        self.using = db_for(using)
+        self.timing = self.timing_of(settings)
+        self._clock = clock
+        # Per-run claims: the fencing tokens of modes workflow-lease and none. In
+        # mode lease nothing is claimed through it, but it still renews the
+        # engine's own row.
+        self.claims = ClaimRegistry(engine_id, timing=self.timing, using=self.using, clock=clock)
+
+    # -- the mode's settings and checks -------------------------------------------
+
+    @classmethod
+    @abc.abstractmethod
+    def timing_of(cls, settings: WeftSettings) -> Timing:
+        """The TTL and renew interval that time this mode's leases."""
+
+    @classmethod
+    def crowd(cls, settings: WeftSettings, *, using: str | None = None) -> list[Engine]:
+        """The live engines, when more share the store than this mode allows (the
+        system check ``weft.W001``); empty otherwise."""
+        if cls.max_live_engines is None:
+            return []
+        live = list(live_engines(using=using, timing=cls.timing_of(settings)))
+        return live if len(live) > cls.max_live_engines else []
+
+    def warn_if_crowded(self) -> None:
+        """At a worker's boot: warn when this engine is one too many."""
+        others = [
+            e.id for e in self.crowd(self.settings, using=self.using) if e.id != self.engine_id
+        ]
+        if others:
+            warn(
+                WeftSecondEngineWarning(
+                    f"Ownership mode {self.name!r} allows one worker only, but other live "
+                    f"engines share this database: {', '.join(others)}. Runs may execute "
+                    "twice; use 'workflow-lease'."
+                )
+            )
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._clock() if self._clock is not None else db_now(self.using)
+
+    def boot(self, *, kind: str) -> None:
+        """Pass the boot gates, then register this engine's row."""
+        if self.uses_marker:
+            run_boot_gates(self.settings, using=self.using, engine_id=self.engine_id)
+        register_engine(
+            self.settings,
+            timing=self.timing,
+            kind=kind,
+            engine_id=self.engine_id,
+            using=self.using,
+            now=self._clock() if self._clock is not None else None,
+        )
+
+    @property
+    def disposing(self) -> bool:
+        """Set when the engine stops: no transition may take a new claim."""
+        return self.claims.disposing
+
+    def dispose(self) -> None:
+        self.claims.disposing = True
+
+    @abc.abstractmethod
+    def renew(self) -> PassResult:
+        """Pass 1: keep this engine's leases alive; report what was lost."""
+
+    @abc.abstractmethod
+    def release_all(self) -> int:
+        """At shutdown: give up everything held (epochs unchanged); how many claims."""
+
+    # -- one run ------------------------------------------------------------------
+
+    def can_drive(self) -> bool:
+        """Whether this engine may drive runs at all right now."""
+        return True
+
+    @abc.abstractmethod
+    def acquire(self, run_id: str) -> ClaimResult:
+        """Claim ``run_id`` (acquire, re-adopt or take over after expiry)."""
+
+    @abc.abstractmethod
+    def release(self, run_id: str) -> None:
+        """Give a claim up, epoch unchanged (not held: nothing happens)."""
+
+    @abc.abstractmethod
+    def fence_epoch(self, run_id: str) -> int | None:
+        """The epoch this engine's writes to ``run_id`` are fenced on (None: not held)."""
+
+    @abc.abstractmethod
+    def check_wake(self, run_id: str, wake_kind: str) -> bool:
+        """Before driving ``run_id`` for a wake: does the store agree we own it?"""
+
+    def forget(self, run_id: str, epoch: int | None = None) -> bool:
+        """Drop local state for a run that ended, or was lost (only at ``epoch``)."""
+        return self.claims.forget(run_id, epoch)
+
+    # -- fenced writes --------------------------------------------------------------
+
+    @abc.abstractmethod
+    @contextmanager
+    def fenced(self, run_id: str, epoch: int) -> Iterator[None]:
+        """A transaction whose writes commit only while this engine owns ``run_id``."""
+
+    def insert_fenced(
+        self,
+        run_id: str,
+        epoch: int,
+        rows: list[tuple[Any, ...]],
+        mark_running: tuple[str, datetime | None] | None,
+    ) -> bool | None:
+        """Insert event rows proving ownership in the same statement (see
+        :func:`~weft_django.ownership.fence.fenced_insert`); None: no such form."""
+        return None
+
+    def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+        """The terminal commit as one statement (see
+        :func:`~weft_django.ownership.fence.fenced_finish`); None: no such form."""
+        return None
+
+    @abc.abstractmethod
+    def release_in_commit(self, run_id: str, epoch: int) -> None:
+        """Inside a terminal or suspend commit: the claim's release, in that transaction."""
+
+    # -- selection ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def due_runs(self, now: datetime, names: Collection[str], *, limit: int) -> list[str]:
+        """Runs this engine holds that have a wake hint or a due timer."""
+
+    @abc.abstractmethod
+    def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
+        """Claim up to ``capacity`` due pending runs of ``names``; the ids won."""
+
+    @abc.abstractmethod
+    def held_runs(self, names: Collection[str]) -> list[str]:
+        """The started runs this engine owns now (the signal and update polls)."""
+
+    @abc.abstractmethod
+    def held_count(self) -> int:
+        """How many runs this engine holds claims on."""
+
+    # -- recovery ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def recover(
+        self,
+        names: Collection[str],
+        drive: Callable[[str], bool],
+        busy: Callable[[str], bool],
+    ) -> PassResult:
+        """Pass 2: find runs stranded by other engines and hand them to ``drive``."""

@@ -1,0 +1,133 @@
+"""Mode ``workflow-lease`` (the default): per-workflow fenced claims.
+
+Every run has its own claim with a fencing epoch; any number of engines share
+the store, each owning the runs it claimed. Liveness comes from the holder
+engine's lease, renewed in one statement; a crashed engine's runs are taken
+over by the reclaim scan after the expiry judgment (docs/ownership.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from ...conf import Timing, WeftSettings
+from .. import scans
+from ..claims import release_statement
+from ..fence import fenced, fenced_finish, fenced_insert
+from ..outcomes import PassResult
+from ..reclaim import reclaim_scan
+from ..results import Acquired, ClaimResult, LostRace
+from .base import Ownership
+
+
+class WorkflowLeaseOwnership(Ownership):
+    name = "workflow-lease"
+
+    @classmethod
+    def timing_of(cls, settings: WeftSettings) -> Timing:
+        return settings.claim_timing
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def renew(self) -> PassResult:
+        renewal = self.claims.renew()
+        result = PassResult("renew", started_at=renewal.started_at)
+        for run_id, outcome in renewal.outcomes.items():
+            result.record(run_id, outcome)
+        result.finished_at = renewal.finished_at
+        return result
+
+    def release_all(self) -> int:
+        return self.claims.release_all()
+
+    # -- one run ------------------------------------------------------------------
+
+    def acquire(self, run_id: str) -> ClaimResult:
+        if self.disposing:
+            return LostRace(run_id, None)
+        return self.claims.claim(run_id)
+
+    def release(self, run_id: str) -> None:
+        self.claims.release(run_id)
+
+    def fence_epoch(self, run_id: str) -> int | None:
+        return self.claims.epoch_of(run_id)
+
+    def check_wake(self, run_id: str, wake_kind: str) -> bool:
+        return self.claims.check_wake(run_id, wake_kind)
+
+    # -- fenced writes --------------------------------------------------------------
+
+    @contextmanager
+    def fenced(self, run_id: str, epoch: int) -> Iterator[None]:
+        with fenced(run_id, engine_id=self.engine_id, epoch=epoch, using=self.using):
+            yield
+
+    def insert_fenced(
+        self,
+        run_id: str,
+        epoch: int,
+        rows: list[tuple[Any, ...]],
+        mark_running: tuple[str, datetime | None] | None,
+    ) -> bool | None:
+        return fenced_insert(
+            self.using,
+            workflow_id=run_id,
+            engine_id=self.engine_id,
+            epoch=epoch,
+            rows=rows,
+            mark_running=mark_running,
+        )
+
+    def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+        return fenced_finish(
+            self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
+        )
+
+    def release_in_commit(self, run_id: str, epoch: int) -> None:
+        release_statement(self.using, run_id, self.engine_id, epoch)
+
+    # -- selection ------------------------------------------------------------------
+
+    def due_runs(self, now: datetime, names: Collection[str], *, limit: int) -> list[str]:
+        return scans.held_due(self.engine_id, now, limit=limit, using=self.using)
+
+    def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
+        """One conditional write per run, the rows locked with ``SKIP LOCKED``
+        where the database has it, so concurrent engines pick different runs."""
+        query = scans.pending_claimable(now, list(names), using=self.using)
+
+        def acquire(rows: list[tuple[str, int]]) -> list[str]:
+            return [
+                run_id
+                for run_id, epoch in rows
+                if isinstance(self.claims.acquire(run_id, expected_epoch=epoch), Acquired)
+            ]
+
+        if connections[self.using].features.has_select_for_update_skip_locked:
+            with transaction.atomic(using=self.using):
+                locked = query.select_for_update(skip_locked=True, of=("self",))
+                return acquire(list(locked.values_list("pk", "claim_epoch")[:capacity]))
+        return acquire(list(query.values_list("pk", "claim_epoch")[:capacity]))
+
+    def held_runs(self, names: Collection[str]) -> list[str]:
+        return sorted(self.claims.held)
+
+    def held_count(self) -> int:
+        return len(self.claims.held)
+
+    # -- recovery ---------------------------------------------------------------------
+
+    def recover(
+        self,
+        names: Collection[str],
+        drive: Callable[[str], bool],
+        busy: Callable[[str], bool],
+    ) -> PassResult:
+        """The reclaim scan: expired holders and ownerless active runs."""
+        return reclaim_scan(self.claims, names=names, drive=drive)

@@ -1,0 +1,77 @@
+"""What the renewal loop's passes report: one outcome vocabulary and one result type.
+
+Every pass (renew, reclaim, signal poll, update poll, in a worker or a Celery
+task) returns a :class:`PassResult` whose per-run outcomes are
+:class:`Outcome` members, and every claim transition result carries one too,
+so metrics, logs, the admin and tests all speak the same words.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from time import monotonic
+
+
+class Outcome(enum.StrEnum):
+    # claim transitions (weft_django.ownership.results)
+    ACQUIRED = "acquired"
+    LOST_RACE = "lost_race"
+    NOT_EXPIRED = "not_expired"
+    BACKOFF_SKIPPED = "backoff_skipped"
+    LOST = "lost"
+    NOT_HELD = "not_held"
+    RELEASED = "released"
+    # pass 1, renew
+    RENEWED = "renewed"
+    FAILED = "failed"
+    # pass 2, reclaim
+    RECLAIMED = "reclaimed"
+    NOT_ELIGIBLE = "not_eligible"
+    ERROR = "error"
+    # pass 3, signal poll
+    WOKEN = "woken"
+    NOT_BUFFERED = "not_buffered"
+    WAKE_FAILED = "wake_failed"
+    # pass 4, update poll
+    DRAINED = "drained"
+    NO_PENDING_UPDATES = "no_pending_updates"
+    DRAIN_FAILED = "drain_failed"
+
+
+@dataclass
+class PassResult:
+    """What one pass did. ``outcomes`` keeps iteration order (run id -> outcome)."""
+
+    name: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    _began: float = field(default_factory=monotonic, repr=False, compare=False)
+
+    def done(self) -> PassResult:
+        """Stamp ``finished_at``: ``started_at`` (a database time) plus the
+        monotonic time the pass took, so one clock reading serves the whole pass."""
+        self.finished_at = self.started_at + timedelta(seconds=monotonic() - self._began)
+        return self
+
+    def record(self, run_id: str, outcome: Outcome, error: BaseException | None = None) -> None:
+        self.outcomes[run_id] = outcome
+        if error is not None:
+            self.errors[run_id] = f"{type(error).__name__}: {error}"
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(str(outcome) for outcome in self.outcomes.values())
+
+    def count(self, outcome: Outcome) -> int:
+        return self.counts.get(str(outcome), 0)
+
+    @property
+    def seconds(self) -> float:
+        if self.finished_at is None:
+            return 0.0
+        return (self.finished_at - self.started_at).total_seconds()

@@ -1,0 +1,221 @@
+"""Run rows: creating a run, and the transitions any process may commit on one.
+
+Run creation is shared by ``weft.start`` and ``ctx.start_child``. ``cancel``,
+``suspend``, ``purge`` and the execution timeout are committed by whichever
+process asks, against a run it need not own: each rotates the claim's epoch
+and drops its holder in the same transaction as the status write
+(:func:`~weft_django.ownership.revoke.revoke_statement`), so a still-running
+owner's next fenced write fails and it stops that run. ``resume`` makes a
+suspended run runnable again under a fresh epoch.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from ..exceptions import WorkflowClaimUnavailableError, WorkflowTerminalError
+from ..models import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    Claim,
+    RunStatus,
+    WorkflowEvent,
+    WorkflowRun,
+    db_for,
+)
+from ..ownership.clock import db_now
+from ..ownership.revoke import revoke_statement
+from .inbox import close_open_requests, status_of
+from .registry import WorkflowDefinition
+from .wakeups import notify
+
+#: The run fields a turn (or a read-only replay) starts from.
+RUN_FIELDS = (
+    "id",
+    "workflow_name",
+    "status",
+    "args",
+    "kwargs",
+    "parent_id",
+    "start_at",
+    "timeout_at",
+    "wake_hint_at",
+)
+
+
+def load_run(workflow_id: str, *, using: str | None = None) -> dict[str, Any] | None:
+    """The :data:`RUN_FIELDS` of a run (None when there is no such run)."""
+    return (
+        WorkflowRun.objects.using(db_for(using)).filter(pk=workflow_id).values(*RUN_FIELDS).first()
+    )
+
+
+def new_run(
+    definition: WorkflowDefinition,
+    workflow_id: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    parent_id: str = "",
+    start_at: datetime | None = None,
+    now: datetime | None = None,
+    using: str | None = None,
+) -> WorkflowRun:
+    """Insert a pending run (IntegrityError when the id exists).
+
+    The database clock is read only when a start time or an execution timeout
+    needs it; otherwise the INSERT stamps the row with the database's own now.
+    """
+    using = db_for(using)
+    if now is None and (start_at is not None or definition.timeout is not None):
+        now = db_now(using)
+    stamp: datetime | Now = now if now is not None else Now()
+    scheduled = start_at is not None and now is not None and start_at > now
+    timeout_at = None
+    if definition.timeout is not None and now is not None:
+        begins = start_at if scheduled and start_at is not None else now
+        timeout_at = begins + timedelta(seconds=definition.timeout)
+    return WorkflowRun.objects.using(using).create(
+        id=workflow_id,
+        workflow_name=definition.name,
+        workflow_version=definition.version,
+        status=RunStatus.PENDING,
+        args=args,
+        kwargs=kwargs,
+        parent_id=parent_id,
+        created_at=stamp,
+        updated_at=stamp,
+        start_at=start_at,
+        wake_at=start_at if scheduled else None,
+        timeout_at=timeout_at,
+    )
+
+
+def ending_fields(
+    status: str, now: datetime, *, result: Any = None, error: Any = None
+) -> dict[str, Any]:
+    """The run row's fields when it leaves the active states (terminal or suspended)."""
+    return {
+        "status": status,
+        "result": result,
+        "error": error,
+        "waiting_on": None,
+        "wake_at": None,
+        "wake_hint_at": None,
+        "updated_at": now,
+        "finished_at": now if status in TERMINAL_STATUSES else None,
+    }
+
+
+def close_run(workflow_id: str, status: str, *, now: datetime, parent_id: str, using: str) -> None:
+    """What ending a run commits besides its row, in the same transaction: its open
+    update requests answered, its parent woken (a hint now, ``NOTIFY`` on commit)."""
+    if status not in TERMINAL_STATUSES:
+        return
+    close_open_requests(workflow_id, status, now=now, using=using)
+    if parent_id:
+        WorkflowRun.objects.using(using).filter(pk=parent_id).update(wake_hint_at=now)
+        notify(parent_id, using=using)
+
+
+#: The statuses each external transition may leave.
+TRANSITIONS_FROM = {
+    RunStatus.CANCELLED: (*ACTIVE_STATUSES, RunStatus.SUSPENDED),
+    RunStatus.SUSPENDED: ACTIVE_STATUSES,
+    RunStatus.TIMED_OUT: ACTIVE_STATUSES,
+}
+
+
+def transition(workflow_id: str, status: RunStatus, *, using: str | None = None) -> None:
+    """Commit ``status`` (cancelled, suspended, timed_out) for a run from any process.
+
+    ``WorkflowTerminalError`` when the run's current status does not allow it.
+    """
+    using = db_for(using)
+    with transaction.atomic(using=using):
+        # Claim first, run row second: an owner's fenced checkpoint holds its claim
+        # row (FOR SHARE on PostgreSQL) and then writes the run row, so taking them
+        # in the other order deadlocks with it. This way we queue behind it.
+        revoke_statement(using, workflow_id)
+        now = db_now(using)
+        error = None
+        if status == RunStatus.CANCELLED:
+            error = {"type": status.title(), "message": f"{status} by an operator"}
+        changed = (
+            WorkflowRun.objects.using(using)
+            .filter(pk=workflow_id, status__in=TRANSITIONS_FROM[status])
+            .update(**ending_fields(status, now, error=error))
+        )
+        if changed != 1:
+            raise WorkflowTerminalError(workflow_id, status_of(workflow_id, using=using))
+        parent_id = (
+            WorkflowRun.objects.using(using)
+            .filter(pk=workflow_id)
+            .values_list("parent_id", flat=True)
+            .first()
+        )
+        close_run(workflow_id, status, now=now, parent_id=parent_id or "", using=using)
+
+
+def resume_run(workflow_id: str, *, using: str | None = None) -> None:
+    """Make a suspended run runnable again under a fresh claim epoch.
+
+    ``WorkflowClaimUnavailableError`` if a live engine holds the claim.
+    """
+    using = db_for(using)
+    with transaction.atomic(using=using):
+        now = db_now(using)
+        holder = (
+            Claim.objects.using(using)
+            .filter(workflow_id=workflow_id, holder__isnull=False)
+            .values_list("holder_id", flat=True)
+            .first()
+        )
+        status = status_of(workflow_id, using=using)
+        if status != RunStatus.SUSPENDED:
+            raise WorkflowTerminalError(workflow_id, status)
+        if holder is not None:
+            raise WorkflowClaimUnavailableError(workflow_id, holder)
+        started = WorkflowEvent.objects.using(using).filter(run_id=workflow_id).exists()
+        WorkflowRun.objects.using(using).filter(pk=workflow_id, status=RunStatus.SUSPENDED).update(
+            status=RunStatus.WAITING if started else RunStatus.PENDING,
+            error=None,
+            updated_at=now,
+            wake_at=now,
+            wake_hint_at=now,
+        )
+        revoke_statement(using, workflow_id)
+        notify(workflow_id, using=using)
+
+
+def purge_run(workflow_id: str, *, using: str | None = None) -> None:
+    """Delete a run and its history; its claim epoch is rotated, never reset."""
+    using = db_for(using)
+    with transaction.atomic(using=using):
+        status_of(workflow_id, using=using)
+        revoke_statement(using, workflow_id)
+        WorkflowRun.objects.using(using).filter(pk=workflow_id).delete()
+
+
+def expire_timed_out(*, limit: int = 500, using: str | None = None) -> list[str]:
+    """Commit ``timed_out`` for active runs past their execution timeout (any process)."""
+    using = db_for(using)
+    now = db_now(using)
+    candidates = list(
+        WorkflowRun.objects.using(using)
+        .filter(status__in=ACTIVE_STATUSES)
+        .filter(timeout_at__isnull=False, timeout_at__lte=now)
+        .values_list("pk", flat=True)[:limit]
+    )
+    expired: list[str] = []
+    for workflow_id in candidates:
+        try:
+            transition(workflow_id, RunStatus.TIMED_OUT, using=using)
+        except WorkflowTerminalError:
+            continue
+        expired.append(workflow_id)
+    return expired

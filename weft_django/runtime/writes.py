@@ -1,0 +1,247 @@
+"""The fenced writes of one run: every write a turn makes goes through here.
+
+:class:`RunWrites` owns the fence (the ownership strategy's), the event
+inserts, the run row's status moves, parking and the terminal commit
+(releasing the claim and waking the parent in the same transaction). A lost
+fence or a database error becomes :class:`~.port.Abandon`, which user code
+cannot swallow. :class:`~.turn.Turn` adds the writes a workflow's ``ctx``
+asks for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.db import DatabaseError
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from ..conf import WeftSettings
+from ..exceptions import EngineDeposedError
+from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
+from ..ownership.modes import Ownership
+from .payload import dumps
+from .port import Abandon, Event
+from .registry import WorkflowDefinition
+from .runs import close_run, ending_fields
+from .wakeups import notify
+
+
+class TurnHost(Protocol):
+    """What a turn needs from the engine that drives it."""
+
+    engine_id: str
+    using: str
+    settings: WeftSettings
+    ownership: Ownership
+    stopping: threading.Event
+
+    def now(self) -> datetime:
+        """The time for timer and deadline judgments."""
+
+    def db_stamp(self) -> str | None:
+        """SQL for "now" when the engine runs on the database clock; else None."""
+
+
+class RunWrites:
+    """The fenced writes of one run, at ``epoch``, for the engine ``host``."""
+
+    def __init__(
+        self,
+        host: TurnHost,
+        run: dict[str, Any],
+        definition: WorkflowDefinition,
+        epoch: int,
+    ) -> None:
+        self.host = host
+        self.ownership = host.ownership
+        self.using = host.using
+        self.run_id: str = run["id"]
+        self.parent_id: str = run.get("parent_id") or ""
+        self.status: str = run["status"]
+        self.timeout_at: datetime | None = run.get("timeout_at")
+        self.definition = definition
+        self.epoch = epoch
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self.host.now()
+
+    @contextmanager
+    def _fenced(self) -> Iterator[None]:
+        try:
+            with self.ownership.fenced(self.run_id, self.epoch):
+                yield
+        except EngineDeposedError as exc:
+            raise Abandon("deposed", exc) from exc
+        except DatabaseError as exc:
+            raise Abandon("database", exc) from exc
+
+    def _insert(self, events: list[Event]) -> None:
+        if not events:
+            return
+        WorkflowEvent.objects.using(self.using).bulk_create(
+            [
+                WorkflowEvent(
+                    run_id=self.run_id,
+                    seq=event.seq,
+                    kind=event.kind,
+                    name=event.name[:255],
+                    result=event.result,
+                    error=event.error,
+                    engine_id=self.host.engine_id,
+                    epoch=self.epoch,
+                )
+                for event in events
+            ]
+        )
+
+    def _mark_running(self) -> None:
+        """The first write of a turn moves a pending/waiting run to running."""
+        if self.status == RunStatus.RUNNING:
+            return
+        now = self.now()
+        WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
+            status=RunStatus.RUNNING,
+            started_at=Coalesce(F("started_at"), now),
+            updated_at=now,
+            waiting_on=None,
+            wake_at=self.timeout_at,
+        )
+        self.status = RunStatus.RUNNING
+
+    def clear_wake_hint(self, seen: datetime) -> None:
+        """Clear the wake hint this turn answers (fenced: a deposed engine must not
+        swallow the new owner's wake-up). A hint set after ``seen`` survives."""
+        with self._fenced():
+            WorkflowRun.objects.using(self.using).filter(pk=self.run_id, wake_hint_at=seen).update(
+                wake_hint_at=None
+            )
+
+    def _event_rows(self, events: list[Event]) -> list[tuple[Any, ...]]:
+        """Events as rows of :data:`~weft_django.ownership.fence.EVENT_COLUMNS`."""
+        now = timezone.now()  # created_at is bookkeeping, never judged
+        return [
+            (
+                self.run_id,
+                event.seq,
+                event.kind,
+                event.name[:255],
+                None if event.result is None else dumps(event.result),
+                None if event.error is None else dumps(event.error),
+                self.host.engine_id,
+                self.epoch,
+                now,
+            )
+            for event in events
+        ]
+
+    def _one_statement(self, outcome: Callable[[], bool | None]) -> bool:
+        """Run a one-statement fenced write: False when the strategy has none."""
+        try:
+            written = outcome()
+        except DatabaseError as exc:
+            raise Abandon("database", exc) from exc
+        if written is None:
+            return False
+        if not written:
+            raise Abandon("deposed", EngineDeposedError(self.run_id))
+        return True
+
+    def commit(self, events: list[Event]) -> None:
+        if events and self._commit_in_one_statement(events):
+            return
+        with self._fenced():
+            self._insert(events)
+            self._mark_running()
+
+    def _commit_in_one_statement(self, events: list[Event]) -> bool:
+        """The hot path of a step checkpoint: fence and insert in one round trip."""
+        mark_running = None
+        if self.status != RunStatus.RUNNING:
+            stamp = self.host.db_stamp()
+            if stamp is None:
+                return False
+            mark_running = (stamp, self.timeout_at)
+        rows = self._event_rows(events)
+        if not self._one_statement(
+            lambda: self.ownership.insert_fenced(self.run_id, self.epoch, rows, mark_running)
+        ):
+            return False
+        self.status = RunStatus.RUNNING
+        return True
+
+    # -- how the turn ends ------------------------------------------------------------
+
+    def park(
+        self, events: list[Event], waiting_on: dict[str, Any], wake_at: datetime | None
+    ) -> None:
+        if self.timeout_at is not None and (wake_at is None or self.timeout_at < wake_at):
+            wake_at = self.timeout_at
+        now = self.now()
+        with self._fenced():
+            self._insert(events)
+            WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
+                status=RunStatus.WAITING,
+                waiting_on=waiting_on,
+                wake_at=wake_at,
+                updated_at=now,
+                started_at=Coalesce(F("started_at"), now),
+            )
+        self.status = RunStatus.WAITING
+
+    def finish(
+        self,
+        events: list[Event],
+        status: str,
+        *,
+        result: Any = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        """Commit a terminal (or suspended) state; release the claim in the same txn."""
+        if status in TERMINAL_STATUSES and self._finish_in_one_statement(
+            events, status, result, error
+        ):
+            if self.parent_id:  # the statement left the parent's wake hint
+                notify(self.parent_id, using=self.using)
+            self._finished(status)
+            return
+        now = self.now()
+        with self._fenced():
+            self._insert(events)
+            WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
+                **ending_fields(status, now, result=result, error=error),
+                started_at=Coalesce(F("started_at"), now),
+            )
+            close_run(self.run_id, status, now=now, parent_id=self.parent_id, using=self.using)
+            self.ownership.release_in_commit(self.run_id, self.epoch)
+        self._finished(status)
+
+    def _finish_in_one_statement(
+        self, events: list[Event], status: str, result: Any, error: dict[str, Any] | None
+    ) -> bool:
+        """The terminal commit as one statement, where the strategy has one."""
+        return self._one_statement(
+            lambda: self.ownership.finish_fenced(
+                self.run_id,
+                self.epoch,
+                rows=self._event_rows(events),
+                status=status,
+                result_json=None if result is None else dumps(result),
+                error_json=None if error is None else dumps(error),
+                parent_id=self.parent_id,
+                stamp=self.host.db_stamp(),
+                now=self.now,
+                response_ttl=self.host.settings.update_response_ttl,
+            )
+        )
+
+    def _finished(self, status: str) -> None:
+        self.ownership.forget(self.run_id)
+        self.status = status
