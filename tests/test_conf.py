@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -126,7 +126,7 @@ def test_every_mode_has_one_strategy_class() -> None:
 
 def test_the_expiry_rule_is_strict() -> None:
     timing = conf.Timing(ttl=30.0, renew_interval=5.0)
-    now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
     assert timing.cutoff(now) == now - timedelta(seconds=10)
     assert not timing.is_expired(now - timedelta(seconds=10), now)
     assert timing.is_expired(now - timedelta(seconds=10, microseconds=1), now)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -101,7 +101,7 @@ def test_engine_deposed_error_fields() -> None:
 
 
 def test_ownership_mode_mismatch_error_fields() -> None:
-    established = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    established = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     error = weft_django.OwnershipModeMismatchError("lease", "workflow-lease", established)
     assert error.configured_mode == "lease"
     assert error.stored_mode == "workflow-lease"

@@ -302,6 +302,14 @@ def test_pass_order_and_on_pass_results(fast, start_worker):
         assert name == cycle[index % len(cycle)], scans
     assert running.worker.last_passes.keys() >= {"renew", *cycle}
 
+    # Each round of passes leaves its summaries on the engine row, for the admin.
+    recorded = Engine.objects.get(id=running.worker.engine.engine_id).passes
+    assert recorded.keys() >= {"renew", *cycle}
+    assert recorded["signal_poll"]["pass"] == "signal_poll"
+    assert recorded["renew"]["engine_id"] == running.worker.engine.engine_id
+    assert sum(recorded["renew"]["counts"].values()) >= 0
+    assert recorded["reclaim"]["finished_at"] >= recorded["reclaim"]["started_at"]
+
 
 def test_database_error_in_a_pass_is_logged_and_the_loop_continues(
     start_worker, monkeypatch, caplog

@@ -7,7 +7,7 @@ stderr).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -17,7 +17,7 @@ import weft_django as weft
 from tests.integration.helpers import database_url, run_manage, worker_env
 from weft_django.models import Engine, OwnershipMarker, RunStatus, WorkflowRun
 
-ESTABLISHED = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+ESTABLISHED = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 EXAMPLE_SETTINGS = "example_project.settings"
 
 

@@ -67,6 +67,12 @@ class Engine(models.Model):
         help_text="Bumped in the same transaction whenever another process takes or "
         "revokes one of this engine's claims; renewal compares it to find lost claims.",
     )
+    passes = models.JSONField(
+        default=dict,
+        blank=True,
+        encoder=DjangoJSONEncoder,
+        help_text="The last summary of each pass this engine ran (pass name -> summary).",
+    )
 
     class Meta:
         ordering = ["-started_at"]

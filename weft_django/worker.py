@@ -93,7 +93,6 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._pool: TurnPool | None = None
         self._signals_seen = 0
-        self.last_passes: dict[str, PassResult] = {}
         self.turns_done = 0
         self._scans_done = threading.Event()
 
@@ -332,16 +331,21 @@ class Worker:
         *,
         after: Callable[[], None] = lambda: None,
     ) -> None:
-        """Run ``passes`` in order every renew interval until stopped."""
+        """Run ``passes`` in order every renew interval until stopped; then record
+        their summaries on the engine row (one statement per round)."""
         interval = self.timing.renew_interval
         while not self._stop.is_set():
             began = time.monotonic()
+            published = False
             for name, run_pass in passes:
                 if self._stop.is_set():
                     break
                 result = self._safely(name, run_pass)
                 if result is not None:
                     self._publish(result)
+                    published = True
+            if published:
+                self._safely("record passes", self.passes.record)
             after()
             self._stop.wait(max(interval - (time.monotonic() - began), 0.0))
 
@@ -367,9 +371,14 @@ class Worker:
         )
 
     def _publish(self, result: PassResult) -> None:
-        self.last_passes[result.name] = result
+        self.passes.keep(result)
         if self.on_pass is not None:
             self.on_pass(result)
+
+    @property
+    def last_passes(self) -> dict[str, PassResult]:
+        """The last result of each pass, by name."""
+        return self.passes.last()
 
     # -- status and shutdown ------------------------------------------------------------
 

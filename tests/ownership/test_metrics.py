@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,19 @@ def test_no_workflow_id_is_ever_a_label(make_registry, clock):
     assert label_names <= {"outcome", "pass_name", "le"}
     assert b"needle" not in generate_latest(REGISTRY)
     assert "engine-a" not in generate_latest(REGISTRY).decode()
+
+
+def test_a_pass_summary_is_json_with_counts_and_failures() -> None:
+
+    from weft_django.ownership.outcomes import Outcome, PassResult
+
+    result = PassResult("signal_poll", started_at=datetime(2030, 1, 1, tzinfo=UTC))
+    result.record("a", Outcome.WOKEN)
+    result.record("b", Outcome.WAKE_FAILED, RuntimeError("no: connection"))
+    summary = json.loads(json.dumps(result.done().summary("engine-x")))
+    assert summary["pass"] == "signal_poll" and summary["engine_id"] == "engine-x"
+    assert summary["counts"] == {"woken": 1, "wake_failed": 1}
+    assert summary["failures"] == [
+        {"run_id": "b", "error_type": "RuntimeError", "message": "no: connection"}
+    ]
+    assert summary["finished_at"] >= summary["started_at"]

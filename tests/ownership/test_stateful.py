@@ -11,8 +11,7 @@ leaves no row behind.
 from __future__ import annotations
 
 import warnings
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -40,7 +39,7 @@ from ..conftest import FakeClock, FakeMonotonic
 
 ENGINES = ("e0", "e1", "e2")
 WORKFLOWS = ("w0", "w1")
-BASE = datetime(2030, 1, 1, 12, 0, tzinfo=dt_timezone.utc)
+BASE = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 SECOND = 1_000_000  # model time is in integer microseconds
 TTL = 30 * SECOND
 GRACE = 10 * SECOND  # 2 x CLAIM_RENEW_INTERVAL

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from weft_django.worker import Worker
 
 from .conftest import answer, expire_lease, send, statuses
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 DRAINED, NO_PENDING, DRAIN_FAILED = (
     Outcome.DRAINED,
     Outcome.NO_PENDING_UPDATES,

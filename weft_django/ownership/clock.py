@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.db import connections
 from django.utils.dateparse import parse_datetime
@@ -38,8 +37,8 @@ def as_aware(value: datetime | str) -> datetime:
             raise ValueError(f"not a timestamp: {value!r}")
         value = parsed
     if value.tzinfo is None:
-        return value.replace(tzinfo=dt_timezone.utc)
-    return value.astimezone(dt_timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def seconds(value: float) -> timedelta:

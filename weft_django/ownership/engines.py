@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from datetime import datetime
+from typing import Any
 
 from ..conf import Timing, WeftSettings
 from ..models import Engine, EngineKind, EngineStatus, db_for
@@ -63,3 +64,10 @@ def mark_stopped(engine_id: str, *, using: str | None = None) -> None:
 def other_live_engines(engine_id: str, *, timing: Timing, using: str | None = None) -> list[Engine]:
     """Engines other than ``engine_id`` whose lease is live on the database clock."""
     return list(live_engines(using=using, timing=timing).exclude(id=engine_id))
+
+
+def record_passes(
+    engine_id: str, summaries: dict[str, dict[str, Any]], *, using: str | None = None
+) -> None:
+    """Store the last summary of each pass on the engine row (the admin shows them)."""
+    Engine.objects.using(db_for(using)).filter(id=engine_id).update(passes=summaries)

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from time import monotonic
+from typing import Any
 
 
 class Outcome(enum.StrEnum):
@@ -75,3 +76,20 @@ class PassResult:
         if self.finished_at is None:
             return 0.0
         return (self.finished_at - self.started_at).total_seconds()
+
+    def summary(self, engine_id: str = "", *, max_failures: int = 100) -> dict[str, Any]:
+        """A JSON-able summary: times, counts per outcome, and the failures (run id,
+        error type, message; at most ``max_failures`` of them)."""
+        failures = []
+        for run_id, error in list(self.errors.items())[:max_failures]:
+            kind, _, message = error.partition(": ")
+            failures.append({"run_id": run_id, "error_type": kind, "message": message})
+        return {
+            "pass": self.name,
+            "engine_id": engine_id,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "seconds": round(self.seconds, 4),
+            "counts": dict(self.counts),
+            "failures": failures,
+        }

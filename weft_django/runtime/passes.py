@@ -11,9 +11,11 @@ none drives a run on the thread it runs on.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from ..ownership import metrics
+from ..ownership.engines import record_passes
 from ..ownership.outcomes import PassResult
 from ..ownership.signal_poll import signal_poll_pass
 from ..ownership.update_poll import runs_with_pending_updates, update_poll_pass
@@ -43,6 +45,23 @@ class EnginePasses:
         self.ownership = engine.ownership
         self.submit = submit
         self.busy = busy
+        self._last: dict[str, PassResult] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, result: PassResult) -> None:
+        """Remember ``result`` as the last of its pass."""
+        with self._lock:
+            self._last[result.name] = result
+
+    def last(self) -> dict[str, PassResult]:
+        with self._lock:
+            return dict(self._last)
+
+    def record(self) -> None:
+        """Store the last summary of each pass on the engine row (the admin shows it)."""
+        engine_id = self.engine.engine_id
+        summaries = {name: result.summary(engine_id) for name, result in self.last().items()}
+        record_passes(engine_id, summaries, using=self.engine.using)
 
     def _observed(self, result: PassResult) -> PassResult:
         metrics.observe_pass(result)
