@@ -18,6 +18,9 @@ from weft_django.ownership.cooldown import Cooldown
 from weft_django.ownership.engines import register_engine
 from weft_django.runtime.engine import WorkflowEngine
 from weft_django.testing import WorkflowDriver
+from weft_django.worker import Worker
+
+from .workers import RENEW, Running
 
 
 def _vendor() -> str:
@@ -140,3 +143,29 @@ def make_engine(db: None, weft_settings: Callable[..., None]) -> Iterator[Callab
 def driver(db: None, weft_settings: Callable[..., None]) -> Iterator[WorkflowDriver]:
     with WorkflowDriver() as running:
         yield running
+
+
+@pytest.fixture
+def fast(weft_settings: Callable[..., None]) -> Callable[..., None]:
+    """Short timings for in-process workers (TTL 1 s, renew 0.2 s, tick 0.02 s)."""
+    weft_settings(CLAIM_TTL=1.0, CLAIM_RENEW_INTERVAL=RENEW, TICK_INTERVAL=0.02)
+    return weft_settings
+
+
+@pytest.fixture
+def start_worker(fast: Callable[..., None]) -> Iterator[Callable[..., Running]]:
+    """``start_worker(**worker_kwargs)``: a Worker running in a thread, stopped at teardown."""
+    started: list[Running] = []
+
+    def start(**kwargs: Any) -> Running:
+        kwargs.setdefault("install_signal_handlers", False)
+        kwargs.setdefault("concurrency", 2)
+        kwargs.setdefault("shutdown_grace", 5.0)
+        running = Running(Worker(**kwargs))
+        started.append(running)
+        return running.wait_started()
+
+    yield start
+    for running in started:
+        if running.thread.is_alive():
+            running.stop()

@@ -27,6 +27,7 @@ DOCUMENTED_DEFAULTS = {
     "LEASE_RENEW_INTERVAL": 5.0,
     "TICK_INTERVAL": 0.25,
     "UPDATE_RESPONSE_TTL": 300.0,
+    "IDLE_IN_TRANSACTION_TIMEOUT": 30.0,
     "MAX_PAYLOAD_BYTES": 262144,
     "NOTIFY": True,
 }
@@ -142,6 +143,10 @@ INVALID = [
     pytest.param({"CLAIM_TTL": 5, "CLAIM_RENEW_INTERVAL": 5}, "weft.E005", id="E005"),
     pytest.param({"LEASE_TTL": 10, "LEASE_RENEW_INTERVAL": 4}, "weft.E006", id="E006"),
     pytest.param({"MAX_PAYLOAD_BYTES": 0}, "weft.E007", id="E007"),
+    pytest.param({"MAX_PAYLOAD_BYTES": 64 * 1024 * 1024 + 1}, "weft.E007", id="E007-huge"),
+    pytest.param({"TICK_INTERVAL": 0.001}, "weft.E009", id="E009-tick"),
+    pytest.param({"CLAIM_RENEW_INTERVAL": 0.05, "CLAIM_TTL": 1}, "weft.E009", id="E009-renew"),
+    pytest.param({"LEASE_RENEW_INTERVAL": 0.01}, "weft.E009", id="E009-lease"),
     pytest.param({"NOTIFY": "yes"}, "weft.E008", id="E008"),
 ]
 

@@ -12,14 +12,12 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connections
+from django.db import OperationalError
 
 import weft_django as weft
-from weft_django import Context
 from weft_django.models import (
     Claim,
     Engine,
@@ -39,124 +37,9 @@ from weft_django.runtime.engine import WorkflowEngine
 from weft_django.runtime.passes import EnginePasses
 from weft_django.worker import Worker
 
+from .workers import RENEW, Passes, Running, completed, wait_for
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-RENEW = 0.2
-
-
-def _noop(index: int) -> int:
-    return index
-
-
-@weft.workflow(name="tw.steps")
-def tw_steps(ctx: Context, n: int = 3) -> int:
-    for index in range(n):
-        ctx.step(_noop, index, name=f"n{index}")
-    return n
-
-
-@weft.workflow(name="tw.waiter")
-def tw_waiter(ctx: Context) -> Any:
-    ctx.step(_noop, 0, name="before")
-    return ctx.wait_for_signal("go")
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def completed(run_ids: list[str]) -> bool:
-    return WorkflowRun.objects.filter(pk__in=run_ids, status=RunStatus.COMPLETED).count() == len(
-        run_ids
-    )
-
-
-class Passes:
-    """An ``on_pass`` callback that keeps (thread name, result) in arrival order."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.seen: list[tuple[str, PassResult]] = []
-
-    def __call__(self, result: PassResult) -> None:
-        with self.lock:
-            self.seen.append((threading.current_thread().name, result))
-
-    def named(self, name: str) -> list[PassResult]:
-        with self.lock:
-            return [result for _thread, result in self.seen if result.name == name]
-
-    def by_thread(self, thread: str) -> list[str]:
-        with self.lock:
-            return [result.name for name, result in self.seen if name == thread]
-
-
-class Running:
-    """A Worker running in a thread of its own."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.returned: int | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name="test-worker-main", daemon=True)
-        self.thread.start()
-
-    def _main(self) -> None:
-        try:
-            self.returned = self.worker.run()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            connections.close_all()
-
-    def wait_started(self) -> Running:
-        engine = self.worker.engine
-        wait_for(lambda: engine.started or self.error or not self.thread.is_alive(), 10, "boot")
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def stop(self, timeout: float = 20.0) -> None:
-        self.worker.stop()
-        self.join(timeout)
-
-    def join(self, timeout: float) -> None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the worker did not stop"
-        if self.error is not None:
-            raise self.error
-
-
-@pytest.fixture
-def fast(weft_settings: Callable[..., None]) -> Callable[..., None]:
-    weft_settings(CLAIM_TTL=1.0, CLAIM_RENEW_INTERVAL=RENEW, TICK_INTERVAL=0.02)
-    return weft_settings
-
-
-@pytest.fixture
-def start_worker(fast: Callable[..., None]) -> Iterator[Callable[..., Running]]:
-    started: list[Running] = []
-
-    def start(**kwargs: Any) -> Running:
-        kwargs.setdefault("install_signal_handlers", False)
-        kwargs.setdefault("concurrency", 2)
-        kwargs.setdefault("shutdown_grace", 5.0)
-        running = Running(Worker(**kwargs))
-        started.append(running)
-        return running.wait_started()
-
-    yield start
-    for running in started:
-        if running.thread.is_alive():
-            running.stop()
-
 
 def _ownerless_waiter(run_id: str) -> str:
     """A run parked on a signal whose engine shut down gracefully: no holder."""
@@ -183,7 +66,7 @@ def test_run_and_stop_from_another_thread(start_worker):
     engine = Engine.objects.get(id=engine_id)
     assert engine.status == EngineStatus.STOPPED
     assert engine.stopped_at is not None
-    assert running.worker.turns_done >= 5
+    assert running.worker.pool.turns_done >= 5
 
 
 def test_once_exits_when_idle(fast):
@@ -268,7 +151,7 @@ def test_pass_order_and_on_pass_results(fast, start_worker):
     # Let the reclaimed run's turn and the tick that follows it finish: a signal
     # stored before that is delivered by them, not by the poll under test.
     worker = running.worker
-    wait_for(lambda: worker.turns_done >= 1 and worker._idle(), 10, "the reclaimed turn")
+    wait_for(lambda: worker.pool.turns_done >= 1 and worker.pool.idle(), 10, "the reclaimed turn")
     time.sleep(0.3)
     # Parked and held: the signal poll reports it not_buffered until a signal is stored.
     wait_for(
@@ -331,7 +214,7 @@ def test_database_error_in_a_pass_is_logged_and_the_loop_continues(
     assert "reclaim: database error, retried next time: simulated" in caplog.text
     run_ids = [weft.start("tw.steps", 2).id for _ in range(3)]
     wait_for(lambda: completed(run_ids), 10, "runs to complete after the error")
-    assert all(t.is_alive() for t in running.worker._threads)
+    assert all(t.is_alive() for t in running.worker.supervisor.threads)
 
 
 def test_database_error_in_the_tick_and_renewal_is_retried(start_worker, monkeypatch, caplog):
@@ -405,7 +288,7 @@ def test_after_stop_nothing_is_claimed_or_submitted(start_worker):
     worker.stop()
     pending = weft.start("tw.steps").id
     assert isinstance(worker.engine.acquire(pending), LostRace)
-    assert worker._submit(pending) == 0
+    assert worker._submit(pending) is False
     running.join(20)
     assert WorkflowRun.objects.get(pk=pending).status == RunStatus.PENDING
     assert not Claim.objects.filter(workflow_id=pending, holder__isnull=False).exists()

@@ -28,9 +28,10 @@ from .exceptions import (
     WorkflowNotFoundError,
 )
 from .models import Claim, RunStatus, UpdateStatus, WorkflowRun, WorkflowSignal, db_for
+from .ownership.locks import busy_as_typed_error
 from .runtime import registry
 from .runtime.inbox import deliver
-from .runtime.payload import check_id, encode, encode_call
+from .runtime.payload import check_id, check_start_at, encode, encode_call
 from .runtime.polling import NOT_YET, RESULT_BACKOFF, Poll
 from .runtime.runs import new_run, purge_run, resume_run, transition
 from .runtime.wakeups import notify
@@ -52,12 +53,16 @@ def start(
     alias = db_for(using)
     definition = registry.resolve(workflow)
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
+    start_at = check_start_at(start_at)
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
     # Inside a caller's transaction, a savepoint, so a duplicate id does not break
     # it; in autocommit the single INSERT is atomic by itself.
     in_transaction = connections[alias].in_atomic_block
     try:
-        with transaction.atomic(using=alias) if in_transaction else nullcontext():
+        with (
+            busy_as_typed_error(),
+            transaction.atomic(using=alias) if in_transaction else nullcontext(),
+        ):
             new_run(
                 definition,
                 workflow_id,
@@ -104,11 +109,12 @@ def signal(
             return
     else:
         signal_id = uuid.uuid4().hex
-    deliver(
-        workflow_id,
-        WorkflowSignal(run_id=workflow_id, signal_id=signal_id, name=name, payload=encoded),
-        using=using,
-    )
+    with busy_as_typed_error():
+        deliver(
+            workflow_id,
+            WorkflowSignal(run_id=workflow_id, signal_id=signal_id, name=name, payload=encoded),
+            using=using,
+        )
 
 
 def cancel(workflow_id: str, *, using: str | None = None) -> None:

@@ -28,6 +28,7 @@ DURATION_KEYS = (
     "LEASE_RENEW_INTERVAL",
     "TICK_INTERVAL",
     "UPDATE_RESPONSE_TTL",
+    "IDLE_IN_TRANSACTION_TIMEOUT",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -40,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "UPDATE_RESPONSE_TTL": 300.0,
     "MAX_PAYLOAD_BYTES": 262144,
     "NOTIFY": True,
+    "IDLE_IN_TRANSACTION_TIMEOUT": 30.0,
 }
 
 
@@ -94,6 +96,7 @@ class WeftSettings:
     update_response_ttl: float
     max_payload_bytes: int
     notify: bool
+    idle_in_transaction_timeout: float = 30.0
 
     @property
     def claim_timing(self) -> Timing:
@@ -114,6 +117,16 @@ def _raw() -> dict[str, Any]:
         raise WeftConfigurationError(f"settings.WEFT must be a dict, not {type(value).__name__}.")
     return value
 
+
+# Lower bounds: below these a worker would spin on the database, not wait.
+MIN_SECONDS = {
+    "TICK_INTERVAL": 0.01,
+    "CLAIM_RENEW_INTERVAL": 0.1,
+    "LEASE_RENEW_INTERVAL": 0.1,
+}
+
+# Larger payloads belong in your own tables (or object storage), not in run history.
+MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
 
 # Longer durations could not be added to a timestamp (datetime overflows past
 # year 9999); nothing in weft needs more than a century.
@@ -176,6 +189,15 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
                     f"Set WEFT[{key!r}] to e.g. {DEFAULTS[key]!r}.",
                 )
             )
+        elif seconds < MIN_SECONDS.get(key, 0.0):
+            found.append(
+                Problem(
+                    "weft.E009",
+                    f"WEFT[{key!r}] is {seconds:g}s, below its lower bound of "
+                    f"{MIN_SECONDS[key]:g}s.",
+                    f"Set WEFT[{key!r}] to e.g. {DEFAULTS[key]!r}.",
+                )
+            )
         else:
             durations[key] = seconds
     for ttl_key, renew_key in (
@@ -206,12 +228,14 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
                 )
             )
     size = merged["MAX_PAYLOAD_BYTES"]
-    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_PAYLOAD_LIMIT:
         found.append(
             Problem(
                 "weft.E007",
-                f"WEFT['MAX_PAYLOAD_BYTES'] must be a positive integer, got {size!r}.",
-                "Set it to e.g. 262144 (256 KiB).",
+                f"WEFT['MAX_PAYLOAD_BYTES'] must be a positive integer of at most "
+                f"{MAX_PAYLOAD_LIMIT} (64 MiB), got {size!r}.",
+                "Set it to e.g. 262144 (256 KiB); keep large data in your own tables and "
+                "pass its key.",
             )
         )
     if not isinstance(merged["NOTIFY"], bool):
@@ -243,4 +267,5 @@ def get_settings() -> WeftSettings:
         update_response_ttl=_seconds(merged["UPDATE_RESPONSE_TTL"]) or 0.0,
         max_payload_bytes=int(merged["MAX_PAYLOAD_BYTES"]),
         notify=bool(merged["NOTIFY"]),
+        idle_in_transaction_timeout=_seconds(merged["IDLE_IN_TRANSACTION_TIMEOUT"]) or 0.0,
     )

@@ -48,6 +48,36 @@ class WorkflowTerminalError(WeftError):
         super().__init__(f"Workflow run {workflow_id!r} is {status}; it accepts no more input.")
 
 
+class WorkflowNotSuspendedError(WeftError):
+    """``resume`` of a run that is not suspended (it is running, waiting or finished)."""
+
+    def __init__(self, workflow_id: str, status: str) -> None:
+        self.workflow_id = workflow_id
+        self.status = status
+        super().__init__(
+            f"Workflow run {workflow_id!r} is {status}, not suspended: only a suspended "
+            "run can be resumed."
+        )
+
+
+class StoreBusyError(WeftError):
+    """The database could not take the write in time: another process holds the lock
+    (SQLite: its single write lock; PostgreSQL: a row lock). Nothing was written; try
+    again."""
+
+
+class WorkflowBusyError(StoreBusyError):
+    """The run's row is locked by its owner's open transaction (e.g. a transactional
+    step); the operation was not applied. Try again."""
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(
+            f"Workflow run {workflow_id!r} is busy: its owner holds it in an open "
+            "transaction. Nothing was changed; try again."
+        )
+
+
 class WorkflowFailedError(WeftError):
     def __init__(self, workflow_id: str, error: dict[str, Any] | None = None) -> None:
         self.workflow_id = workflow_id

@@ -3,40 +3,110 @@
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Callable
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 
 
 class TurnPool:
-    """The executor threads' queue: run ids in, one ``drive_unit`` call each.
+    """The executor threads' queue: at most one queued or running turn per run.
 
-    Not a ``ThreadPoolExecutor``: its threads are the worker's own (started with
-    ``_spawn``), so each closes its database connection when it ends, and the
-    connection it keeps between turns is never left to the garbage collector.
+    ``drive(run_id)`` runs one turn and says whether the run should be retried
+    (the turn was abandoned); retried runs wait in :meth:`take_retries` for the
+    host's next tick. Not a ``ThreadPoolExecutor``: its threads are the worker's
+    own (supervised), so each closes its database connection when it ends and
+    the connection it keeps between turns is never left to the garbage collector.
     """
 
-    def __init__(self, drive_unit: Callable[[str], None]) -> None:
-        self._drive_unit = drive_unit
+    def __init__(
+        self,
+        drive: Callable[[str], bool],
+        *,
+        stopped: Callable[[], bool] = lambda: False,
+        on_done: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._drive = drive
+        self._stopped = stopped
+        self._on_done = on_done
         self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._closed = False
+        self._lock = threading.Lock()
+        self._queued: set[str] = set()
+        self._retry: set[str] = set()
+        self.turns_done = 0
 
     def submit(self, run_id: str) -> bool:
-        if self._closed:
-            return False
+        """Queue one turn of ``run_id`` unless one is queued or running already."""
+        with self._lock:
+            if self._closed or run_id in self._queued:
+                return False
+            self._queued.add(run_id)
         self._queue.put(run_id)
         return True
+
+    def retry_later(self, run_id: str) -> None:
+        with self._lock:
+            self._retry.add(run_id)
+
+    def take_retries(self) -> set[str]:
+        with self._lock:
+            retry, self._retry = self._retry, set()
+            return retry
+
+    def is_queued(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._queued
+
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._queued)
+
+    def idle(self) -> bool:
+        """Nothing queued, running or waiting to be retried."""
+        with self._lock:
+            return not self._queued and not self._retry
 
     def serve(self) -> None:
         while True:
             run_id = self._queue.get()
             if run_id is None:
                 return
-            self._drive_unit(run_id)
+            self._serve_one(run_id)
+
+    def run_pending(self) -> int:
+        """Run what is queued now on the calling thread, then return how many ran
+        (for a host without executor threads, e.g. a test or a one-shot task)."""
+        ran = 0
+        while True:
+            try:
+                run_id = self._queue.get_nowait()
+            except queue.Empty:
+                return ran
+            if run_id is None:
+                continue
+            self._serve_one(run_id)
+            ran += 1
+
+    def _serve_one(self, run_id: str) -> None:
+        retry = False
+        try:
+            if not self._stopped():  # queued before a stop: not started, not retried
+                retry = self._drive(run_id)
+        finally:
+            with self._lock:
+                self._queued.discard(run_id)
+                if retry and not self._stopped():
+                    self._retry.add(run_id)
+                self.turns_done += 1
+            self._on_done()
 
     def close(self, threads: int) -> None:
         """No more submissions; each thread ends after the item in front of its stop."""
-        self._closed = True
+        with self._lock:
+            self._closed = True
         for _thread in range(threads):
             self._queue.put(None)
 
@@ -66,3 +136,28 @@ def close_connections() -> None:
     for conn in connections.all(initialized_only=True):
         if not conn.in_atomic_block:
             conn.close()
+
+
+def end_idle_transactions(using: str, seconds: float) -> Callable[[], None]:
+    """Have PostgreSQL end any session of this process that sits idle inside a
+    transaction for longer than ``seconds`` (``idle_in_transaction_session_timeout``).
+
+    A worker frozen inside a transaction (SIGSTOP, a GC pause, a stalled VM)
+    keeps the row locks of that transaction; this bounds how long, so its runs
+    can be taken over. Applied to every connection of ``using`` this process
+    opens from now on, and to the calling thread's open one. Returns the undo.
+    """
+    statement = "SET idle_in_transaction_session_timeout = %s"
+    value = f"{int(seconds * 1000)}ms"
+
+    def configure(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
+        if connection.alias == using and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(statement, [value])
+
+    uid = f"weft-idle-in-transaction-{using}"
+    connection_created.connect(configure, dispatch_uid=uid, weak=False)
+    current = connections[using]
+    if current.vendor == "postgresql" and current.connection is not None:
+        configure(None, current)
+    return lambda: connection_created.disconnect(dispatch_uid=uid)

@@ -26,15 +26,7 @@ from typing import Any
 from .models import EngineKind
 from .ownership import scans
 from .ownership.results import Acquired
-from .runtime.engine import TurnOutcome, WorkflowEngine
-
-PROGRESS = {
-    TurnOutcome.COMPLETED,
-    TurnOutcome.FAILED,
-    TurnOutcome.PARKED,
-    TurnOutcome.TIMED_OUT,
-    TurnOutcome.SUSPENDED,
-}
+from .runtime.engine import PROGRESS, WorkflowEngine
 
 
 class WorkflowDriver:

@@ -31,6 +31,7 @@ from .exceptions import (
     WorkflowTerminalError,
 )
 from .models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, db_for
+from .ownership.locks import busy_as_typed_error
 from .runtime.inbox import deliver
 from .runtime.payload import check_id, encode
 from .runtime.polling import NOT_YET, UPDATE_BACKOFF, Poll, check_timeout
@@ -79,11 +80,12 @@ def update(
                 "the answer later by calling update() again with its update_id."
             )
         update_id = update_id or uuid.uuid4().hex
-        deliver(
-            workflow_id,
-            UpdateRequest(run_id=workflow_id, update_id=update_id, name=name, payload=encoded),
-            using=using,
-        )
+        with busy_as_typed_error():
+            deliver(
+                workflow_id,
+                UpdateRequest(run_id=workflow_id, update_id=update_id, name=name, payload=encoded),
+                using=using,
+            )
     return wait_for_response(workflow_id, str(update_id), timeout=timeout, using=using)
 
 

@@ -33,17 +33,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DatabaseError, connections
+from django.db import connections
 from prometheus_client import start_http_server
 
 from .conf import WeftSettings, get_settings
 from .models import EngineKind, db_for
 from .ownership import metrics
 from .ownership.outcomes import PassResult
-from .pool import TurnPool, close_connections, recycle_connections
+from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
 from .runtime import registry, wakeups
 from .runtime.engine import TurnOutcome, WorkflowEngine
 from .runtime.passes import EnginePasses
+from .supervision import RenewalWatch, Supervisor, safely
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -61,6 +62,7 @@ class Worker:
         shutdown_grace: float = 30.0,
         status_interval: float = 60.0,
         batch_size: int | None = None,
+        exit_after: float | None = None,
         settings: WeftSettings | None = None,
         using: str | None = None,
         engine: WorkflowEngine | None = None,
@@ -82,24 +84,31 @@ class Worker:
         )
         self.ownership = self.engine.ownership
         self.timing = self.ownership.timing
-        self.passes = EnginePasses(self.engine, submit=self._submit, busy=self._is_queued)
-        self.on_pass = on_pass
-        self._stop = threading.Event()
         self._wake = threading.Event()
+        self.pool = TurnPool(
+            self._drive_one, stopped=self.engine.stopping.is_set, on_done=self._wake.set
+        )
+        self.passes = EnginePasses(self.engine, submit=self._submit, busy=self.pool.is_queued)
+        self.on_pass = on_pass
+        # Without a renewal for longer than the TTL the worker stops claiming and
+        # driving; without one for ``exit_after`` (default 2 x TTL) it exits non-zero.
+        self.watch = RenewalWatch(ttl=self.timing.ttl, exit_after=exit_after or 2 * self.timing.ttl)
+        self.exit_code = 0
+        self._undo_session_setup: Callable[[], None] | None = None
+        self._stop = threading.Event()
+        self.supervisor = Supervisor(self._stop)
         self._notified = threading.Event()  # a wake-up arrived: check due runs now
-        self._queued: set[str] = set()
-        self._queued_lock = threading.Lock()
-        self._retry_drive: set[str] = set()
-        self._threads: list[threading.Thread] = []
-        self._pool: TurnPool | None = None
         self._signals_seen = 0
-        self.turns_done = 0
         self._scans_done = threading.Event()
 
     # -- public lifecycle -----------------------------------------------------------
 
     def run(self) -> int:
-        """Boot, work until stopped (or idle with ``once``), shut down. Returns 0."""
+        """Boot, work until stopped (or idle with ``once``), shut down.
+
+        Returns the exit code: 0, or 1 when the worker gave up because it could
+        not renew its lease (a process supervisor should start a fresh one).
+        """
         try:
             self._boot()
             self._main_loop()
@@ -107,7 +116,7 @@ class Worker:
             # Also when boot failed half-way (e.g. the metrics port is taken):
             # an engine row that was registered is marked stopped, not left live.
             self._shutdown()
-        return 0
+        return self.exit_code
 
     def stop(self) -> None:
         """Ask the worker to stop; safe from a signal handler and from any thread.
@@ -145,12 +154,14 @@ class Worker:
             ", ".join(registry.registered_names()) or "(none registered)",
         )
         self.ownership.warn_if_crowded()
+        self._undo_session_setup = end_idle_transactions(
+            self.using, self.settings.idle_in_transaction_timeout
+        )
         if self.metrics_port is not None:
             start_http_server(self.metrics_port, registry=metrics.REGISTRY)
             logger.info("metrics on :%d/metrics", self.metrics_port)
-        self._pool = TurnPool(self._drive_unit)
         for index in range(self.concurrency):
-            self._spawn(f"weft-turn-{index}", self._pool.serve)
+            self._spawn(f"weft-turn-{index}", self.pool.serve)
         self._spawn("weft-renewal", self._renewal_loop)
         self._spawn("weft-scans", self._scan_loop)
         if wakeups.notify_enabled(self.using):
@@ -167,15 +178,7 @@ class Worker:
             self._spawn("weft-sqlite-watch", watch)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
-        thread = threading.Thread(target=self._thread_main, args=(target,), name=name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _thread_main(self, target: Callable[[], None]) -> None:
-        try:
-            target()
-        finally:
-            close_connections()
+        self.supervisor.spawn(name, target)
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -201,6 +204,9 @@ class Worker:
         tick = self.settings.tick_interval
         while not self._stop.is_set():
             self._wake.clear()
+            if self.watch.gives_up():
+                self.exit_code = 1
+                break
             # The due-runs query runs on a wake-up and once per tick interval, not
             # after every finished turn (a finished turn wakes the loop to refill
             # the queue; it makes no other run of this engine due).
@@ -208,10 +214,10 @@ class Worker:
             if check_due:
                 self._notified.clear()
                 last_due_check = time.monotonic()
-            found = self._safely("tick", functools.partial(self._tick, check_due=check_due))
+            found = safely("tick", functools.partial(self._tick, check_due=check_due))
             if self.once:
                 # Idle only counts on ticks that also looked for due runs.
-                idle = check_due and not found and self._idle() and self._scans_done.is_set()
+                idle = check_due and not found and self.pool.idle() and self._scans_done.is_set()
                 idle_ticks = idle_ticks + 1 if idle else 0
                 if idle_ticks >= 2:
                     logger.info("idle: --once worker exiting")
@@ -223,30 +229,8 @@ class Worker:
             # not push it a whole interval further), or until woken.
             self._wake.wait(max(last_due_check + tick - time.monotonic(), 0.001))
 
-    def _safely(self, what: str, fn: Callable[[], Any]) -> Any:
-        recycle_connections()
-        try:
-            return fn()
-        except DatabaseError as exc:
-            logger.warning("%s: database error, retried next time: %s", what, exc)
-            return None
-        except Exception:
-            logger.exception("%s failed; retried next time", what)
-            return None
-        finally:
-            recycle_connections()
-
     def _capacity(self) -> int:
-        with self._queued_lock:
-            return self.batch_size - len(self._queued)
-
-    def _idle(self) -> bool:
-        with self._queued_lock:
-            return not self._queued
-
-    def _is_queued(self, run_id: str) -> bool:
-        with self._queued_lock:
-            return run_id in self._queued
+        return self.batch_size - self.pool.queued()
 
     def _tick(self, *, check_due: bool = True) -> int:
         """One fast tick: queue held runs that are due, then take new pending runs.
@@ -255,11 +239,10 @@ class Worker:
         most half full, so a busy worker does not pay a claim transaction for
         every turn that ends.
         """
-        if self.engine.stopping.is_set() or not self.ownership.can_drive():
+        if not self._may_drive() or not self.ownership.can_drive():
             return 0
-        with self._queued_lock:
-            retry, self._retry_drive = self._retry_drive, set()
-        refill = self._capacity() >= max(self.batch_size // 2, 1) or self._idle()
+        retry = self.pool.take_retries()
+        refill = self._capacity() >= max(self.batch_size // 2, 1) or self.pool.idle()
         if not (check_due or refill or retry):
             return 0
         now = self.engine.now()
@@ -269,7 +252,7 @@ class Worker:
             for run_id in self.ownership.due_runs(now, names, limit=self.batch_size * 4):
                 if self._capacity() <= 0:
                     break
-                if not self._is_queued(run_id) and self.ownership.check_wake(run_id, "tick"):
+                if not self.pool.is_queued(run_id) and self.ownership.check_wake(run_id, "tick"):
                     found += self._submit(run_id)
         for run_id in retry:
             found += self._submit(run_id)
@@ -286,42 +269,34 @@ class Worker:
 
     # -- driving --------------------------------------------------------------------
 
-    def _submit(self, run_id: str) -> bool:
-        """Queue one turn of ``run_id`` on the executor (once at a time per run)."""
-        if self._pool is None or self.engine.stopping.is_set():
-            return False
-        with self._queued_lock:
-            if run_id in self._queued:
-                return False
-            self._queued.add(run_id)
-        if not self._pool.submit(run_id):  # shut down
-            with self._queued_lock:
-                self._queued.discard(run_id)
-            return False
-        return True
+    def _may_drive(self) -> bool:
+        """Not stopping, and renewed within the TTL (else it may have been deposed)."""
+        return not self.engine.stopping.is_set() and self.watch.allows_driving()
 
-    def _drive_unit(self, run_id: str) -> None:
-        if self.engine.stopping.is_set():
-            with self._queued_lock:  # queued before the stop: not started, not retried
-                self._queued.discard(run_id)
-            return
-        recycle_connections()
-        retry = False
+    def _submit(self, run_id: str) -> bool:
+        """Queue one turn of ``run_id`` (once at a time per run). A run backed off
+        after database failures waits in the retry set until its backoff ends."""
+        if not self._may_drive():
+            return False
+        if not self.engine.backoff.ready(run_id):
+            self.pool.retry_later(run_id)
+            return False
+        return self.pool.submit(run_id)
+
+    def _drive_one(self, run_id: str) -> bool:
+        """One turn on an executor thread; True when the run should be retried."""
         try:
-            outcome = self.engine.drive(run_id)
-            with self._queued_lock:
-                self.turns_done += 1
-            retry = outcome == TurnOutcome.ABANDONED
+            recycle_connections()
+            return self.engine.drive(run_id) == TurnOutcome.ABANDONED
         except Exception:
             logger.exception("turn of %s failed; the claim is kept and retried", run_id)
-            retry = True
+            self.engine.backoff.failed(run_id)
+            return True
         finally:
-            with self._queued_lock:
-                self._queued.discard(run_id)
-                if retry and not self.engine.stopping.is_set():
-                    self._retry_drive.add(run_id)
-            recycle_connections()
-            self._wake.set()
+            try:
+                recycle_connections()
+            except Exception:
+                logger.exception("after the turn of %s: could not recycle connections", run_id)
 
     # -- the renewal loop's passes ------------------------------------------------------
 
@@ -340,12 +315,12 @@ class Worker:
             for name, run_pass in passes:
                 if self._stop.is_set():
                     break
-                result = self._safely(name, run_pass)
+                result = safely(name, run_pass)
                 if result is not None:
                     self._publish(result)
                     published = True
             if published:
-                self._safely("record passes", self.passes.record)
+                safely("record passes", self.passes.record)
             after()
             self._stop.wait(max(interval - (time.monotonic() - began), 0.0))
 
@@ -355,6 +330,8 @@ class Worker:
     def _renew_pass(self) -> PassResult:
         could = self.ownership.can_drive()
         result = self.passes.renew()
+        if result.succeeded:
+            self.watch.renewed()
         if not could and self.ownership.can_drive():
             self._wake.set()  # e.g. took the global lease: work at once
         return result
@@ -387,8 +364,8 @@ class Worker:
             "engine_id": self.engine.engine_id,
             "held_claims": self.ownership.held_count(),
             "running_turns": self.engine.in_flight,
-            "queued_turns": len(self._queued),
-            "turns_done": self.turns_done,
+            "queued_turns": self.pool.queued(),
+            "turns_done": self.pool.turns_done,
             "passes": {
                 name: {"seconds": round(p.seconds, 4), "counts": dict(p.counts)}
                 for name, p in self.last_passes.items()
@@ -402,10 +379,10 @@ class Worker:
         self.stop()
         if not self.engine.started:
             return  # the boot gates refused: no thread was started, nothing written
-        self._safely("dispose", self.engine.dispose)  # status: disposing
-        if self._pool is not None:
+        safely("dispose", self.engine.dispose)  # status: disposing
+        if self.supervisor.threads:
             deadline = time.monotonic() + self.shutdown_grace
-            self._pool.close(self.concurrency)  # queued turns never start
+            self.pool.close(self.concurrency)  # queued turns never start
             while self.engine.in_flight and time.monotonic() < deadline:
                 time.sleep(0.05)
             if self.engine.in_flight:
@@ -414,10 +391,10 @@ class Worker:
                     self.engine.in_flight,
                     self.shutdown_grace,
                 )
-        join_until = time.monotonic() + max(self.timing.renew_interval, 2.0)
-        for thread in self._threads:
-            thread.join(timeout=max(join_until - time.monotonic(), 0.01))
+        self.supervisor.join(max(self.timing.renew_interval, 2.0))
         recycle_connections()
-        released = self._safely("shutdown", self.engine.shutdown) or 0
+        released = safely("shutdown", self.engine.shutdown) or 0
+        if self._undo_session_setup is not None:
+            self._undo_session_setup()
         logger.info("weft worker %s stopped; released %d claim(s)", self.engine.engine_id, released)
         close_connections()

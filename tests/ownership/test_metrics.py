@@ -23,7 +23,7 @@ PAST_DEADLINE = 30 + 10 + 0.001
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_five_claim_outcomes_are_exported_before_any_attempt():
+def test_the_six_claim_outcomes_are_exported_before_any_attempt():
     """In a fresh process, every outcome is already a sample (at 0), so dashboards and
     ``rate()`` see the series from the start."""
     assert set(CLAIM_OUTCOMES) == {
@@ -32,6 +32,7 @@ def test_the_five_claim_outcomes_are_exported_before_any_attempt():
         "lost_race",
         "deposed",
         "backoff_skipped",
+        "busy",
     }
     code = (
         "import django; django.setup()\n"
@@ -74,6 +75,7 @@ def test_each_outcome_is_counted(make_registry, clock, monotonic, metric):
         "lost_race": 1.0,
         "deposed": 1.0,
         "backoff_skipped": 2.0,
+        "busy": 0.0,  # counted when a takeover's lock wait times out (tests/integration)
     }
 
 

@@ -160,7 +160,7 @@ def test_duplicate_child_id_is_recorded_and_raised_on_replay(driver: WorkflowDri
     assert WorkflowRun.objects.get(pk="taken").parent_id == ""
 
 
-@pytest.mark.parametrize("bad_id", ["", "x" * 256, 42])
+@pytest.mark.parametrize("bad_id", ["", "x" * 256, 42, "   ", "\t\n", "a\x00b"])
 def test_invalid_workflow_ids(db: None, bad_id: Any) -> None:
     with pytest.raises(ValueError, match="workflow_id"):
         weft.start("tests.echo", workflow_id=bad_id)
@@ -175,3 +175,28 @@ def test_child_arguments_that_are_not_json_fail_the_parent(driver: WorkflowDrive
     assert error["message"].startswith("argument 0 of child 'b12/child-0'")
     assert WorkflowRun.objects.count() == 1  # no child stored
     assert kinds("b12") == []
+
+
+@pytest.mark.parametrize(
+    ("start_at", "error", "message"),
+    [
+        ("tomorrow", TypeError, "timezone-aware datetime or None, not 'tomorrow'"),
+        (1700000000, TypeError, "not 1700000000"),
+        (datetime(2030, 1, 1), ValueError, "naive datetime 2030-01-01T00:00:00"),
+    ],
+)
+def test_a_start_time_must_be_an_aware_datetime(
+    db: None, start_at: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        weft.start("tests.echo", workflow_id="b-start", start_at=start_at)
+    _nothing_stored()
+
+
+@pytest.mark.parametrize("name", ["  ", "a\x00b"])
+def test_a_signal_name_must_be_visible_and_free_of_nul(driver: WorkflowDriver, name: str) -> None:
+    weft.start("tests.collect_signals", "x", 1, workflow_id="b-sig")
+    driver.run_until_idle()
+    with pytest.raises(ValueError, match="signal name"):
+        weft.signal("b-sig", name, 1)
+    assert WorkflowSignal.objects.count() == 0

@@ -120,7 +120,7 @@ def test_resume_a_run_suspended_before_it_started(driver: WorkflowDriver) -> Non
 def test_resume_refusals(make_engine: Callable[..., Any], driver: WorkflowDriver) -> None:
     weft.start("tests.collect_signals", "x", 1, workflow_id="su3")
     driver.run_until_idle()
-    with pytest.raises(WorkflowTerminalError) as caught:
+    with pytest.raises(weft.WorkflowNotSuspendedError, match="is waiting, not suspended") as caught:
         weft.resume("su3")  # not suspended
     assert caught.value.status == RunStatus.WAITING
     weft.suspend("su3")

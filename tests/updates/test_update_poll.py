@@ -15,7 +15,6 @@ from weft_django.ownership.clock import db_now
 from weft_django.ownership.metrics import observe_pass
 from weft_django.ownership.outcomes import Outcome, PassResult
 from weft_django.ownership.update_poll import update_poll_pass
-from weft_django.pool import TurnPool
 from weft_django.worker import Worker
 
 from .conftest import answer, expire_lease, send, statuses
@@ -164,18 +163,13 @@ def test_outcomes_are_counted_in_metrics(metric: Callable[..., float]) -> None:
 
 
 def _worker(engine: Any) -> Worker:
-    worker = Worker(engine=engine, install_signal_handlers=False)
-    worker._pool = TurnPool(worker._drive_unit)
-    return worker
+    return Worker(engine=engine, install_signal_handlers=False)
 
 
 def _update_pass(worker: Worker) -> None:
     """One update poll pass, then the turns it scheduled, run here, in order."""
     worker._publish(worker.passes.update_poll())
-    pool = worker._pool
-    pool.close(1)
-    pool.serve()  # runs what was queued, stops at the close marker
-    worker._pool = TurnPool(worker._drive_unit)
+    worker.pool.run_pending()
 
 
 def test_the_worker_pass_drains_held_runs_with_pending_updates(

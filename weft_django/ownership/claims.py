@@ -17,7 +17,7 @@ import threading
 import time
 from datetime import datetime
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
@@ -27,9 +27,11 @@ from ..models import Claim, Engine, EngineStatus, db_for
 from . import metrics
 from .clock import NOW_SQL, Clock, db_now, seconds
 from .cooldown import Cooldown
+from .locks import PASS_LOCK_WAIT, bounded_lock_wait, is_lock_failure
 from .results import (
     Acquired,
     BackoffSkipped,
+    Busy,
     ClaimResult,
     ClaimState,
     Lost,
@@ -237,7 +239,10 @@ class ClaimRegistry:
 
         One transaction: bump the old holder's revocation counter *only if its
         lease is still expired* (the re-check and the row lock in one UPDATE),
-        then move the claim conditional on the exact holder and epoch read.
+        then move the claim conditional on the exact holder and epoch read. Its
+        lock waits are bounded: a holder frozen inside a transaction keeps its
+        claim row locked until the server ends its session, and meanwhile this
+        returns :class:`Busy` instead of stalling the caller's pass.
         """
         skipped = self._skip_for_cooldown(workflow_id)
         if skipped is not None:
@@ -247,7 +252,10 @@ class ClaimRegistry:
         now = self.now()
         cutoff = self.timing.cutoff(now)
         try:
-            with transaction.atomic(using=self.using):
+            with (
+                transaction.atomic(using=self.using),
+                bounded_lock_wait(self.using, PASS_LOCK_WAIT),
+            ):
                 bumped = (
                     Engine.objects.using(self.using)
                     .filter(id=holder_id, lease_expires_at__lt=cutoff)
@@ -273,6 +281,11 @@ class ClaimRegistry:
                 ):
                     return NotExpired(workflow_id, holder_id, state.expires_at)
             return self._lost_race(workflow_id)
+        except OperationalError as exc:
+            if not is_lock_failure(exc):
+                raise
+            metrics.claim_attempts.labels(outcome="busy").inc()
+            return Busy(workflow_id, holder_id)
         return self._won(workflow_id, epoch + 1, takeover=True)
 
     def claim(self, workflow_id: str) -> ClaimResult:

@@ -8,7 +8,7 @@ from .outcomes import PassResult
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-CLAIM_OUTCOMES = ("acquired", "takeover", "lost_race", "deposed", "backoff_skipped")
+CLAIM_OUTCOMES = ("acquired", "takeover", "lost_race", "deposed", "backoff_skipped", "busy")
 
 claim_attempts = Counter(
     "weft_workflow_claim_attempts_total",
@@ -42,6 +42,19 @@ pass_seconds = Histogram(
     "weft_pass_duration_seconds",
     "Wall time of each renewal-loop pass.",
     ["pass_name"],
+    registry=REGISTRY,
+)
+
+thread_restarts = Counter(
+    "weft_worker_thread_restarts_total",
+    "Background threads of a worker restarted after an unexpected exception.",
+    ["thread"],
+    registry=REGISTRY,
+)
+
+last_renewal = Gauge(
+    "weft_engine_last_renewal_timestamp_seconds",
+    "Unix time of this process's last successful renewal of its engine lease.",
     registry=REGISTRY,
 )
 

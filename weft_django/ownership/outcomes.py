@@ -31,6 +31,7 @@ class Outcome(enum.StrEnum):
     # pass 2, reclaim
     RECLAIMED = "reclaimed"
     NOT_ELIGIBLE = "not_eligible"
+    BUSY = "busy"  # the holder's open transaction locks the run: retried next pass
     ERROR = "error"
     # pass 3, signal poll
     WOKEN = "woken"
@@ -51,6 +52,9 @@ class PassResult:
     finished_at: datetime | None = None
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    #: False when the pass could not do its job as a whole (renew: the engine's
+    #: own lease was not extended).
+    succeeded: bool = True
     _began: float = field(default_factory=monotonic, repr=False, compare=False)
 
     def done(self) -> PassResult:
@@ -90,6 +94,7 @@ class PassResult:
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "seconds": round(self.seconds, 4),
+            "succeeded": self.succeeded,
             "counts": dict(self.counts),
             "failures": failures,
         }

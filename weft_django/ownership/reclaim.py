@@ -21,7 +21,7 @@ from django.db import DatabaseError
 
 from . import scans
 from .outcomes import Outcome, PassResult
-from .results import Acquired, BackoffSkipped, LostRace
+from .results import Acquired, BackoffSkipped, Busy, LostRace
 
 if TYPE_CHECKING:
     from .claims import ClaimRegistry
@@ -71,8 +71,8 @@ def _reclaim_one(
             break
         if not isinstance(claimed, LostRace) or claimed.held_by is not None:
             break  # a live holder (or one that just won): nothing to retry
-    if isinstance(claimed, BackoffSkipped):
-        return Outcome.BACKOFF_SKIPPED
+    if isinstance(claimed, (BackoffSkipped, Busy)):
+        return claimed.outcome
     if not isinstance(claimed, Acquired):
         return Outcome.LOST_RACE
     still_active = scans.is_active(run_id, using=claims.using)

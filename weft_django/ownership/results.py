@@ -39,6 +39,15 @@ class NotExpired:
 
 
 @dataclass(frozen=True)
+class Busy:
+    """Not taken now: the holder's open transaction locks the claim (retried later)."""
+
+    workflow_id: str
+    held_by: str | None
+    outcome: ClassVar[Outcome] = Outcome.BUSY
+
+
+@dataclass(frozen=True)
 class BackoffSkipped:
     """Not attempted: the workflow is in its anti-thrash cooldown."""
 
@@ -71,7 +80,7 @@ class Released:
     outcome: ClassVar[Outcome] = Outcome.RELEASED
 
 
-ClaimResult = Acquired | LostRace | NotExpired | BackoffSkipped
+ClaimResult = Acquired | LostRace | NotExpired | BackoffSkipped | Busy
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,14 @@ from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id
 from ..ownership.modes import ownership_for
 from ..ownership.results import Acquired, ClaimResult, LostRace
 from . import registry
+from .backoff import RunBackoff
 from .context import Context
 from .payload import encode, error_info
 from .port import Abandon, Event, Park
 from .replay import Replay
 from .runs import load_run
 from .turn import Turn
+from .writes import RunWrites
 
 logger = logging.getLogger("weft_django.engine")
 
@@ -53,6 +55,18 @@ class TurnOutcome(enum.StrEnum):
     TERMINAL = "terminal"
     NOT_DUE = "not_due"
     NOT_ELIGIBLE = "not_eligible"
+
+
+#: Outcomes of a turn that got through to the database: they end a backoff.
+PROGRESS = frozenset(
+    {
+        TurnOutcome.COMPLETED,
+        TurnOutcome.FAILED,
+        TurnOutcome.PARKED,
+        TurnOutcome.TIMED_OUT,
+        TurnOutcome.SUSPENDED,
+    }
+)
 
 
 class WorkflowEngine:
@@ -78,6 +92,7 @@ class WorkflowEngine:
         self.time_offset = timedelta(0)
         self.ownership = ownership_for(self.engine_id, self.settings, using=self.using, clock=clock)
         self.stopping = threading.Event()
+        self.backoff = RunBackoff()
         self.started = False
         self._lock = threading.Lock()
         self._in_flight: set[str] = set()
@@ -150,18 +165,58 @@ class WorkflowEngine:
             return len(self._in_flight)
 
     def drive(self, run_id: str) -> TurnOutcome:
-        """Run one turn of a run this engine holds."""
+        """Run one turn of a run this engine holds.
+
+        A turn that fails on the database keeps the claim; the run is backed off
+        (``self.backoff``) and, after too many refusals in a row, suspended.
+        """
         if not self._begin(run_id):
             return TurnOutcome.BUSY
         try:
-            outcome = self._drive(run_id)
-        except DatabaseError:
-            logger.exception("turn of %s: database error; the claim is kept", run_id)
-            outcome = TurnOutcome.ABANDONED
+            try:
+                outcome = self._drive(run_id)
+            except DatabaseError as exc:
+                outcome = self._failed_on_database(run_id, exc)
         finally:
             self._end(run_id)
+        if outcome in PROGRESS:
+            self.backoff.succeeded(run_id)
         metrics.turns.labels(outcome=outcome.value).inc()
         return outcome
+
+    def _failed_on_database(self, run_id: str, error: BaseException | None) -> TurnOutcome:
+        """Back off; suspend the run once the database has refused it ``limit`` times."""
+        count = self.backoff.failed(run_id)
+        if self.backoff.exhausted(count, error) and self._suspend_refused(run_id, error, count):
+            return TurnOutcome.SUSPENDED
+        logger.error(
+            "turn of %s failed on the database (%d in a row; claim kept, retried after a "
+            "backoff): %s",
+            run_id,
+            count,
+            error,
+        )
+        return TurnOutcome.ABANDONED
+
+    def _suspend_refused(self, run_id: str, error: BaseException | None, count: int) -> bool:
+        """Suspend a run the database keeps refusing, with the error stored."""
+        epoch = self.ownership.fence_epoch(run_id)
+        run = load_run(run_id, using=self.using)
+        if epoch is None or run is None:
+            return False
+        info = error_info(error) if error is not None else {"type": "DatabaseError"}
+        info["message"] = (
+            f"suspended after {count} consecutive turns refused by the database: "
+            f"{info.get('message', '')}"
+        )[:4000]
+        try:
+            RunWrites(self, run, epoch).finish([], RunStatus.SUSPENDED, error=info)
+        except (Abandon, DatabaseError) as exc:
+            logger.error("could not suspend %s after %d refusals: %s", run_id, count, exc)
+            return False
+        logger.error("suspended %s: %s", run_id, info["message"])
+        self.backoff.succeeded(run_id)
+        return True
 
     def _drive(self, run_id: str) -> TurnOutcome:
         epoch = self.ownership.fence_epoch(run_id)
@@ -250,11 +305,7 @@ class WorkflowEngine:
             logger.warning("engine %s was deposed from %s; dropping it", self.engine_id, run_id)
             return TurnOutcome.DEPOSED
         if abandoned.reason == "database":
-            logger.error(
-                "turn of %s abandoned on a database error (claim kept, retried later): %s",
-                run_id,
-                abandoned.cause,
-            )
+            return self._failed_on_database(run_id, abandoned.cause)
         return TurnOutcome.ABANDONED
 
     def claim_and_drive(self, run_id: str) -> TurnOutcome | ClaimResult:

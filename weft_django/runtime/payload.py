@@ -9,7 +9,9 @@ what a replay will see. No pickle anywhere.
 from __future__ import annotations
 
 import json
+import re
 import traceback
+from datetime import datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -22,12 +24,29 @@ def dumps(value: Any) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"), allow_nan=False)
 
 
+# Text no database column accepts portably: NUL (PostgreSQL's jsonb and text refuse
+# it) and UTF-16 surrogates that are not part of a pair (not valid Unicode). In
+# ``dumps`` output (ASCII only) they appear as escapes preceded by an even number
+# of backslashes (an odd number means the backslash itself was escaped).
+_UNSTORABLE = re.compile(
+    r"(?<!\\)(?:\\\\)*\\u(?:0000"
+    r"|d[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})"
+    r"|(?<!\\ud[89ab][0-9a-f]{2}\\u)d[c-f][0-9a-f]{2})"
+)
+
+
 def encode(value: Any, what: str, *, max_bytes: int | None = None) -> Any:
     """Validate ``value`` as a JSON payload and return its JSON round-trip."""
     try:
         text = dumps(value)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise PayloadError(what, f"not JSON-serialisable ({exc})") from None
+    if "\\u" in text and _UNSTORABLE.search(text):
+        raise PayloadError(
+            what,
+            "it holds a NUL character or an unpaired UTF-16 surrogate in a string, "
+            "which databases cannot store",
+        )
     limit = get_settings().max_payload_bytes if max_bytes is None else max_bytes
     size = len(text.encode("utf-8"))
     if size > limit:
@@ -76,7 +95,27 @@ MAX_ID_LENGTH = 255
 
 
 def check_id(value: Any, what: str = "workflow_id") -> str:
-    """An id or a name stored in a 255-character column: a non-empty string."""
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
-        raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+    """An id or a name stored in a 255-character column: a string with a visible
+    character, no NUL, at most 255 characters."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, not {type(value).__name__}")
+    if not value.strip() or "\x00" in value or len(value) > MAX_ID_LENGTH:
+        raise ValueError(
+            f"{what} must be a non-blank string without NUL characters, of at most "
+            f"{MAX_ID_LENGTH} characters; got {value[:40]!r}"
+        )
+    return value
+
+
+def check_start_at(value: Any) -> datetime | None:
+    """A run's start time: None, or a timezone-aware datetime."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"start_at must be a timezone-aware datetime or None, not {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(
+            f"start_at must be timezone-aware (e.g. django.utils.timezone.now() + ...), "
+            f"got the naive datetime {value.isoformat()}"
+        )
     return value

@@ -11,13 +11,20 @@ suspended run runnable again under a fresh epoch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 from django.db.models.functions import Now
 
-from ..exceptions import WorkflowClaimUnavailableError, WorkflowTerminalError
+from ..exceptions import (
+    WorkflowBusyError,
+    WorkflowClaimUnavailableError,
+    WorkflowNotSuspendedError,
+    WorkflowTerminalError,
+)
 from ..models import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -28,6 +35,7 @@ from ..models import (
     db_for,
 )
 from ..ownership.clock import db_now
+from ..ownership.locks import OPERATOR_LOCK_WAIT, bounded_lock_wait, busy_as_typed_error
 from ..ownership.revoke import revoke_statement
 from .inbox import close_open_requests, status_of
 from .registry import WorkflowDefinition
@@ -122,6 +130,19 @@ def close_run(workflow_id: str, status: str, *, now: datetime, parent_id: str, u
         notify(parent_id, using=using)
 
 
+@contextmanager
+def _operator_transaction(workflow_id: str, using: str) -> Iterator[None]:
+    """A transaction of a process that does not own the run: its lock waits are
+    bounded, and a run locked by its owner's open transaction is
+    ``WorkflowBusyError`` (nothing changed) rather than an unbounded wait."""
+    with (
+        busy_as_typed_error(workflow_id),
+        transaction.atomic(using=using),
+        bounded_lock_wait(using, OPERATOR_LOCK_WAIT),
+    ):
+        yield
+
+
 #: The statuses each external transition may leave.
 TRANSITIONS_FROM = {
     RunStatus.CANCELLED: (*ACTIVE_STATUSES, RunStatus.SUSPENDED),
@@ -136,7 +157,7 @@ def transition(workflow_id: str, status: RunStatus, *, using: str | None = None)
     ``WorkflowTerminalError`` when the run's current status does not allow it.
     """
     using = db_for(using)
-    with transaction.atomic(using=using):
+    with _operator_transaction(workflow_id, using):
         # Claim first, run row second: an owner's fenced checkpoint holds its claim
         # row (FOR SHARE on PostgreSQL) and then writes the run row, so taking them
         # in the other order deadlocks with it. This way we queue behind it.
@@ -164,10 +185,11 @@ def transition(workflow_id: str, status: RunStatus, *, using: str | None = None)
 def resume_run(workflow_id: str, *, using: str | None = None) -> None:
     """Make a suspended run runnable again under a fresh claim epoch.
 
+    ``WorkflowNotSuspendedError`` when it is not suspended;
     ``WorkflowClaimUnavailableError`` if a live engine holds the claim.
     """
     using = db_for(using)
-    with transaction.atomic(using=using):
+    with _operator_transaction(workflow_id, using):
         now = db_now(using)
         holder = (
             Claim.objects.using(using)
@@ -177,7 +199,7 @@ def resume_run(workflow_id: str, *, using: str | None = None) -> None:
         )
         status = status_of(workflow_id, using=using)
         if status != RunStatus.SUSPENDED:
-            raise WorkflowTerminalError(workflow_id, status)
+            raise WorkflowNotSuspendedError(workflow_id, status)
         if holder is not None:
             raise WorkflowClaimUnavailableError(workflow_id, holder)
         started = WorkflowEvent.objects.using(using).filter(run_id=workflow_id).exists()
@@ -195,7 +217,7 @@ def resume_run(workflow_id: str, *, using: str | None = None) -> None:
 def purge_run(workflow_id: str, *, using: str | None = None) -> None:
     """Delete a run and its history; its claim epoch is rotated, never reset."""
     using = db_for(using)
-    with transaction.atomic(using=using):
+    with _operator_transaction(workflow_id, using):
         status_of(workflow_id, using=using)
         revoke_statement(using, workflow_id)
         WorkflowRun.objects.using(using).filter(pk=workflow_id).delete()
@@ -215,7 +237,7 @@ def expire_timed_out(*, limit: int = 500, using: str | None = None) -> list[str]
     for workflow_id in candidates:
         try:
             transition(workflow_id, RunStatus.TIMED_OUT, using=using)
-        except WorkflowTerminalError:
-            continue
+        except (WorkflowTerminalError, WorkflowBusyError):
+            continue  # finished meanwhile, or locked by its owner: the next pass retries
         expired.append(workflow_id)
     return expired

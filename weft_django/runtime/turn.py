@@ -21,7 +21,7 @@ from .port import Abandon, Event, PendingUpdate
 from .registry import WorkflowDefinition
 from .runs import new_run
 from .wakeups import notify
-from .writes import RunWrites
+from .writes import RunWrites, TurnHost
 
 
 class _UserError(Exception):
@@ -33,7 +33,15 @@ class _UserError(Exception):
 
 
 class Turn(RunWrites):
+    """The writes of one turn of a run of ``definition``, at ``epoch``."""
+
     read_only = False
+
+    def __init__(
+        self, host: TurnHost, run: dict[str, Any], definition: WorkflowDefinition, epoch: int
+    ) -> None:
+        super().__init__(host, run, epoch)
+        self.definition = definition
 
     def pause(self, seconds: float) -> None:
         """Wait between step retries; a stopping engine abandons the turn instead."""

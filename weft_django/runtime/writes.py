@@ -27,7 +27,6 @@ from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
 from ..ownership.modes import Ownership
 from .payload import dumps
 from .port import Abandon, Event
-from .registry import WorkflowDefinition
 from .runs import close_run, ending_fields
 from .wakeups import notify
 
@@ -55,7 +54,6 @@ class RunWrites:
         self,
         host: TurnHost,
         run: dict[str, Any],
-        definition: WorkflowDefinition,
         epoch: int,
     ) -> None:
         self.host = host
@@ -65,7 +63,6 @@ class RunWrites:
         self.parent_id: str = run.get("parent_id") or ""
         self.status: str = run["status"]
         self.timeout_at: datetime | None = run.get("timeout_at")
-        self.definition = definition
         self.epoch = epoch
 
     # -- plumbing ---------------------------------------------------------------

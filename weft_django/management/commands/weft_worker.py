@@ -73,7 +73,7 @@ class Command(BaseCommand):
                 shutdown_grace=options["shutdown_grace"],
                 status_interval=options["status_interval"],
             )
-            worker.run()
+            code = worker.run()
         except WeftConfigurationError as exc:
             raise CommandError(
                 f"weft_worker cannot start: {exc} Nothing was written to the database."
@@ -85,3 +85,9 @@ class Command(BaseCommand):
                 f"weft_worker stopped on a database error it cannot retry ({exc}). Check "
                 "DATABASES (or DATABASE_URL) and that the database is reachable and migrated."
             ) from exc
+        if code:
+            raise CommandError(
+                "weft_worker gave up: it could not renew its engine lease for "
+                f"{worker.watch.exit_after:g}s, so it may have been deposed. A process "
+                "supervisor (systemd, Kubernetes, ...) should start it again."
+            )

@@ -59,6 +59,7 @@ class GlobalLeaseOwnership(Ownership):
             logger.warning("lost the global lease; standing by")
         renewal = self.claims.renew()
         result = PassResult("renew", started_at=renewal.started_at)
+        result.succeeded = renewal.engine_renewed
         result.finished_at = renewal.finished_at
         return result
 

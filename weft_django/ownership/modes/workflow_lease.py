@@ -37,6 +37,7 @@ class WorkflowLeaseOwnership(Ownership):
     def renew(self) -> PassResult:
         renewal = self.claims.renew()
         result = PassResult("renew", started_at=renewal.started_at)
+        result.succeeded = renewal.engine_renewed
         for run_id, outcome in renewal.outcomes.items():
             result.record(run_id, outcome)
         result.finished_at = renewal.finished_at
