@@ -119,7 +119,8 @@ class Scratch:
 
     def postgres(self, suffix: str = "") -> str:
         """A fresh, empty PostgreSQL database; returns its URL."""
-        dbname = f"weft_bench_{self.name}{suffix}"
+        # The pid keeps concurrent runs (two checkouts, a test and a bench) apart.
+        dbname = f"weft_bench_{self.name}{suffix}_{os.getpid()}"
         with self._admin() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{dbname}"')

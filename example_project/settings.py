@@ -85,6 +85,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         default=str(Path(tempfile.gettempdir()) / f"weft_test_{os.getpid()}.sqlite3"),
     )
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Notice a dead server or network within seconds rather than at the kernel's
+    # TCP timeout (minutes): connect with a timeout, probe idle connections.
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    options.setdefault("connect_timeout", 5)
+    options.setdefault("keepalives", 1)
+    options.setdefault("keepalives_idle", 10)
+    options.setdefault("keepalives_interval", 5)
+    options.setdefault("keepalives_count", 3)
+    # Shown in pg_stat_activity: which process a backend belongs to.
+    options.setdefault("application_name", env.str("DATABASE_APPLICATION_NAME", default="weft"))
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
@@ -98,6 +110,7 @@ WEFT = {
     "LEASE_RENEW_INTERVAL": env.float("WEFT_LEASE_RENEW_INTERVAL", default=5.0),
     "TICK_INTERVAL": env.float("WEFT_TICK_INTERVAL", default=0.25),
     "NOTIFY": env.bool("WEFT_NOTIFY", default=True),
+    "IDLE_IN_TRANSACTION_TIMEOUT": env.float("WEFT_IDLE_IN_TRANSACTION_TIMEOUT", default=30.0),
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")

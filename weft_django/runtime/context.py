@@ -32,6 +32,7 @@ from ..exceptions import (
     WorkflowCancelledError,
     WorkflowFailedError,
 )
+from .backoff import is_transient
 from .delivery import deliver_updates
 from .handles import ChildHandle, ReplayAwareLogger, Update
 from .payload import encode, error_info
@@ -133,6 +134,10 @@ class Context:
             except (Park, Abandon):
                 raise
             except Exception as exc:
+                if is_transient(exc):
+                    # The database connection or server failed under the step: not the
+                    # step's failure. The turn is retried after a backoff (step included).
+                    raise Abandon("database", exc) from exc
                 if isinstance(exc, PayloadError) and exc.what == f"result of step {step_name!r}":
                     raise  # a non-JSON result: a programming error, never retried or recorded
                 if attempt < policy.max_attempts and not isinstance(exc, policy.non_retryable):

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from ..models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun, WorkflowSignal
+from .backoff import is_transient
 from .payload import encode, encode_call
 from .port import Abandon, Event, PendingUpdate
 from .registry import WorkflowDefinition
@@ -63,6 +64,8 @@ class Turn(RunWrites):
                     with transaction.atomic(using=self.using):
                         value = encode(fn(*args, **kwargs), f"result of step {event.name!r}")
                 except Exception as exc:
+                    if is_transient(exc):  # the connection or the server failed, not the step
+                        raise Abandon("database", exc) from exc
                     raise _UserError(exc) from exc
                 # Re-check ownership after user code ran, right before the checkpoint.
                 with self._fenced():

@@ -33,6 +33,13 @@ from ..models import db_for
 logger = logging.getLogger("weft_django.worker")
 
 CHANNEL = "weft_wake"
+LISTEN_CONNECTION_DEFAULTS = {
+    "connect_timeout": 5,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 
 
 def notify_enabled(using: str | None = None) -> bool:
@@ -60,6 +67,10 @@ def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> No
     params.pop("cursor_factory", None)
     params.pop("context", None)
     params["autocommit"] = True
+    # A listener must notice a dead server or network and reconnect, not sit on a
+    # half-open socket: bounded connects, TCP keepalives (unless configured).
+    for key, value in LISTEN_CONNECTION_DEFAULTS.items():
+        params.setdefault(key, value)
     while not stop.is_set():
         try:
             with psycopg.connect(**params) as conn:

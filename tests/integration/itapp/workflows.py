@@ -38,6 +38,16 @@ def nap(run_id: str, step: str, seconds: float) -> float:
     return seconds
 
 
+def hold_transaction(run_id: str, epoch: int, seconds: float) -> int:
+    """A transactional step that keeps its transaction open: it records its row (which
+    commits only with the checkpoint), then, for the first owner only, sleeps inside
+    the transaction, long enough to be frozen there."""
+    record(run_id, "txn", epoch)
+    if epoch == 1:
+        time.sleep(seconds)
+    return epoch
+
+
 def noop(index: int) -> int:
     return index
 
@@ -73,7 +83,55 @@ def noop_steps(ctx: Context, n: int = 10) -> int:
     return n
 
 
+def txn_hold(ctx: Context, seconds: float = 30.0) -> int:
+    """One transactional step that holds its transaction open, then one more step."""
+    ctx.step(hold_transaction, ctx.workflow_id, ctx.epoch, seconds, name="txn", transactional=True)
+    ctx.step(record, ctx.workflow_id, "after", ctx.epoch, name="after", transactional=True)
+    return ctx.epoch
+
+
+def chaos_child(ctx: Context, index: int) -> int:
+    ctx.step(record, ctx.workflow_id, "c1", ctx.epoch, name="c1", transactional=True)
+    return 2 * index
+
+
+def hold_briefly(run_id: str, epoch: int, seconds: float) -> int:
+    """A transactional step that keeps its transaction open for ``seconds``."""
+    record(run_id, "hold", epoch)
+    time.sleep(seconds)
+    return epoch
+
+
+def chaos(ctx: Context, index: int, hold: float = 0.0) -> dict[str, Any]:
+    """The chaos campaign's workload: transactional steps, an ordinary step, a durable
+    timer, an update, a signal, a child workflow and a predicate wait; every result is
+    determined by ``index`` (bench/chaos.py checks it)."""
+    total = 0
+
+    @ctx.on_update("add")
+    def add(amount: int) -> int:
+        nonlocal total
+        total += amount
+        return total
+
+    run_id = ctx.workflow_id
+    ctx.step(record, run_id, "t1", ctx.epoch, name="t1", transactional=True)
+    ctx.step(nap, run_id, "n1", 0.05, name="n1")
+    ctx.sleep(0.2 + (index % 5) * 0.1)
+    if hold:
+        ctx.step(hold_briefly, run_id, ctx.epoch, hold, name="hold", transactional=True)
+    signal = ctx.wait_for_signal("go")
+    child = ctx.start_child("it.chaos_child", index, workflow_id=f"{run_id}/child")
+    child_value = child.result()
+    ctx.wait_until(lambda: total > 0, timeout=600)
+    ctx.step(record, run_id, "t2", ctx.epoch, name="t2", transactional=True)
+    return {"index": index, "signal": signal, "child": child_value, "total": total}
+
+
 WORKFLOWS = {
+    "it.chaos": chaos,
+    "it.chaos_child": chaos_child,
+    "it.txn_hold": txn_hold,
     "it.steps": steps,
     "it.special": special,
     "it.waiter": waiter,
