@@ -28,7 +28,7 @@ class Ticks:
         return self.now
 
 
-def test_the_renewal_watch_turns_suspect_past_the_ttl_and_gives_up_later() -> None:
+def test_the_renewal_watch_turns_suspect_past_the_ttl_and_gives_up_on_failures() -> None:
     clock = Ticks()
     watch = RenewalWatch(ttl=30, exit_after=60, clock=clock)
     assert watch.health() is Health.HEALTHY
@@ -38,8 +38,23 @@ def test_the_renewal_watch_turns_suspect_past_the_ttl_and_gives_up_later() -> No
     assert watch.health() is Health.SUSPECT
     watch.renewed()
     assert watch.health() is Health.HEALTHY and watch.silence() == 0
-    clock.now += 60.1
+    watch.failed()
+    clock.now += 31
+    watch.failed()  # the failing streak counts from its first failure
+    assert watch.health() is Health.SUSPECT and watch.failing_for() == 31
+    clock.now += 29.1
     assert watch.health() is Health.GIVE_UP
+
+
+def test_a_worker_frozen_past_the_limit_does_not_give_up_when_it_wakes() -> None:
+    """Frozen (SIGSTOP, a GC pause) longer than ``exit_after``: suspect until its next
+    renewal, which it can make at once, but never a give-up: nothing failed."""
+    clock = Ticks()
+    watch = RenewalWatch(ttl=3, exit_after=6, clock=clock)
+    clock.now += 10  # frozen
+    assert watch.health() is Health.SUSPECT
+    watch.renewed()
+    assert watch.health() is Health.HEALTHY
 
 
 def test_a_supervised_thread_that_dies_is_restarted_with_backoff(

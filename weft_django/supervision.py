@@ -5,8 +5,10 @@
   of a worker can die silently while the others go on.
 * :class:`RenewalWatch` tracks the worker's last successful renewal of its
   engine lease. Past the TTL without one, the worker may have been deposed: it
-  stops claiming and driving until a renewal succeeds again; past
-  ``exit_after`` it gives up, so a process supervisor can start a fresh one.
+  stops claiming and driving until a renewal succeeds again. When its renewals
+  keep *failing* for ``exit_after`` it gives up, so a process supervisor can
+  start a fresh one. (A worker that was merely frozen, say for a long GC pause,
+  renews as soon as it runs again: the time it was frozen is not a failure.)
 """
 
 from __future__ import annotations
@@ -109,12 +111,20 @@ class RenewalWatch:
         self.exit_after = exit_after
         self.clock = clock
         self._renewed_at = clock()  # the engine row was just registered with a fresh lease
+        self._failing_since: float | None = None
         self._lock = threading.Lock()
         self._warned = False
+
+    def failed(self) -> None:
+        """A renewal attempt failed (an error, or the engine row was not renewed)."""
+        with self._lock:
+            if self._failing_since is None:
+                self._failing_since = self.clock()
 
     def renewed(self) -> None:
         with self._lock:
             self._renewed_at = self.clock()
+            self._failing_since = None
             warned, self._warned = self._warned, False
         metrics.last_renewal.set_to_current_time()
         if warned:
@@ -136,15 +146,22 @@ class RenewalWatch:
         return False
 
     def gives_up(self) -> bool:
-        """Past ``exit_after`` without a renewal: this worker should exit."""
+        """Renewals failing for longer than ``exit_after``: this worker should exit."""
         if self.health() is not Health.GIVE_UP:
             return False
         logger.error(
-            "no successful renewal for %.0fs: this worker may have been deposed and cannot "
-            "recover; exiting so a process supervisor starts a fresh one",
+            "renewals have failed for %.0fs (no successful one for %.0fs): this worker may "
+            "have been deposed and cannot recover; exiting so a process supervisor starts a "
+            "fresh one",
+            self.failing_for(),
             self.silence(),
         )
         return True
+
+    def failing_for(self) -> float:
+        """Seconds since the first of the renewal attempts failing now (0: none failing)."""
+        with self._lock:
+            return 0.0 if self._failing_since is None else self.clock() - self._failing_since
 
     def silence(self) -> float:
         """Seconds since the last successful renewal."""
@@ -152,9 +169,8 @@ class RenewalWatch:
             return self.clock() - self._renewed_at
 
     def health(self) -> Health:
-        silence = self.silence()
-        if silence > self.exit_after:
+        if self.failing_for() > self.exit_after:
             return Health.GIVE_UP
-        if silence > self.ttl:
+        if self.silence() > self.ttl:
             return Health.SUSPECT
         return Health.HEALTHY

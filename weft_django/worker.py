@@ -91,7 +91,7 @@ class Worker:
         self.passes = EnginePasses(self.engine, submit=self._submit, busy=self.pool.is_queued)
         self.on_pass = on_pass
         # Without a renewal for longer than the TTL the worker stops claiming and
-        # driving; without one for ``exit_after`` (default 2 x TTL) it exits non-zero.
+        # driving; with renewals failing for ``exit_after`` (default 2 x TTL) it exits 1.
         self.watch = RenewalWatch(ttl=self.timing.ttl, exit_after=exit_after or 2 * self.timing.ttl)
         self.exit_code = 0
         self._undo_session_setup: Callable[[], None] | None = None
@@ -329,9 +329,15 @@ class Worker:
 
     def _renew_pass(self) -> PassResult:
         could = self.ownership.can_drive()
-        result = self.passes.renew()
+        try:
+            result = self.passes.renew()
+        except Exception:
+            self.watch.failed()
+            raise
         if result.succeeded:
             self.watch.renewed()
+        else:
+            self.watch.failed()
         if not could and self.ownership.can_drive():
             self._wake.set()  # e.g. took the global lease: work at once
         return result
