@@ -84,8 +84,9 @@ def acquire_stranded(
 
     Skip it unless ``workflow_name`` is in ``names`` (``not_eligible``); up to
     ``max_attempts`` acquire/takeover attempts; after winning, re-check that the
-    run is still active and, when given, ``still_wanted(run_id)`` (else release:
-    ``lost_race``, someone else got there first); a claim won while the engine is
+    run is still wanted, ``still_wanted(run_id)`` (default: still active; a
+    caller's own test must imply that), else release: ``lost_race``, someone
+    else got there first; a claim won while the engine is
     disposing is released (``not_eligible``). Returns ``acquired`` when this
     engine now holds the run, ``not_expired`` when its holder turned out live,
     ``backoff_skipped`` in the anti-thrash cooldown, ``lost_race`` otherwise.
@@ -103,9 +104,10 @@ def acquire_stranded(
         return claimed.outcome
     if not isinstance(claimed, Acquired):
         return Outcome.LOST_RACE
-    wanted = scans.is_active(run_id, using=claims.using) and (
-        still_wanted is None or still_wanted(run_id)
-    )
+    if still_wanted is None:
+        wanted = scans.is_active(run_id, using=claims.using)
+    else:
+        wanted = still_wanted(run_id)
     if not wanted or claims.disposing:
         claims.release(run_id)
         return Outcome.LOST_RACE if not wanted else Outcome.NOT_ELIGIBLE

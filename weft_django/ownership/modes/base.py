@@ -240,7 +240,8 @@ class Ownership(abc.ABC):
         still_wanted: Callable[[str], bool],
     ) -> Outcome:
         """For a short-lived engine: take ``run_id``, which no live engine owns, so
-        that it can be driven once and released.
+        that it can be driven once and released. ``still_wanted(run_id)`` is the
+        post-win re-check (it must imply that the run is still active).
 
         Returns ``acquired`` when taken (the caller drives it, then releases it),
         ``not_expired`` when its owner turned out to be live, ``hint_left`` when a
