@@ -39,6 +39,7 @@ from ..engines import register_engine
 from ..gates import run_boot_gates
 from ..leases import live_engines
 from ..outcomes import Outcome, PassResult
+from ..reclaim import acquire_stranded
 from ..results import ClaimResult
 
 
@@ -245,12 +246,22 @@ class Ownership(abc.ABC):
 
         Returns ``acquired`` when taken (the caller drives it, then releases it),
         ``not_expired`` when its owner turned out to be live, ``hint_left`` when a
-        short-lived engine may not drive runs in this mode (the caller leaves a
-        wake hint for the next owner), or the reason it was not taken
-        (``not_eligible``, ``lost_race``, ``backoff_skipped``). This default
-        never drives.
+        short-lived engine may not drive runs in this mode
+        (:attr:`short_lived_drives` is false: the caller leaves a wake hint for
+        the next owner), or the reason it was not taken (``not_eligible``,
+        ``lost_race``, ``backoff_skipped``). Where it may, the run's claim is
+        taken by the reclaim scan's rules (registered type, up to 5 attempts,
+        post-win re-check) and fenced like any other.
         """
-        return Outcome.HINT_LEFT
+        if not self.short_lived_drives:
+            return Outcome.HINT_LEFT
+        return acquire_stranded(
+            self.claims,
+            run_id,
+            workflow_name=workflow_name,
+            names=names,
+            still_wanted=still_wanted,
+        )
 
     def heartbeat(self) -> None:
         """Extend this engine's own lease (one UPDATE of its row) without taking

@@ -10,14 +10,13 @@ drive in this mode: they leave wake hints for the one worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
-from ..outcomes import Outcome
 from .workflow_lease import WorkflowLeaseOwnership
 
 
@@ -28,16 +27,6 @@ class NoOwnership(WorkflowLeaseOwnership):
     # Nothing is fenced: a Celery task that drove runs would be the second
     # engine this mode cannot make safe. Its passes only leave wake hints.
     short_lived_drives = False
-
-    def take_stranded(
-        self,
-        run_id: str,
-        *,
-        workflow_name: str | None,
-        names: Collection[str],
-        still_wanted: Callable[[str], bool],
-    ) -> Outcome:
-        return Outcome.HINT_LEFT
 
     @contextmanager
     def fenced(self, run_id: str, epoch: int) -> Iterator[None]:

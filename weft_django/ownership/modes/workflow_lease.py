@@ -19,8 +19,8 @@ from ...conf import Timing, WeftSettings
 from .. import scans
 from ..claims import release_statement
 from ..fence import fenced, fenced_finish, fenced_insert
-from ..outcomes import Outcome, PassResult
-from ..reclaim import acquire_stranded, reclaim_scan
+from ..outcomes import PassResult
+from ..reclaim import reclaim_scan
 from ..results import Acquired, ClaimResult, LostRace
 from .base import Ownership
 
@@ -137,21 +137,3 @@ class WorkflowLeaseOwnership(Ownership):
 
     def live_owners(self, run_ids: list[str]) -> dict[str, str]:
         return scans.live_holders(run_ids, self.timing.cutoff(self.now()), using=self.using)
-
-    def take_stranded(
-        self,
-        run_id: str,
-        *,
-        workflow_name: str | None,
-        names: Collection[str],
-        still_wanted: Callable[[str], bool],
-    ) -> Outcome:
-        """The reclaim scan's rules: registered type, up to 5 attempts, post-win
-        re-check; the claim is fenced like any other."""
-        return acquire_stranded(
-            self.claims,
-            run_id,
-            workflow_name=workflow_name,
-            names=names,
-            still_wanted=still_wanted,
-        )
