@@ -108,3 +108,16 @@ def test_describe_lists_the_failures() -> None:
         line
         == "signal_poll_pass engine=e1 0.500s drain_failed=1 drained=2 failures=[r9:DrainError]"
     )
+
+
+def test_without_the_extra_the_module_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "celery", None)  # as if celery were not installed
+    monkeypatch.delitem(sys.modules, "weft_django.tasks")
+    with pytest.raises(WeftConfigurationError, match=r"weft-django\[celery\]"):
+        importlib.import_module("weft_django.tasks")
+    import weft_django as package
+
+    assert package.signal is not None  # the rest of weft works without Celery

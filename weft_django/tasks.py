@@ -17,7 +17,7 @@ from .exceptions import WeftConfigurationError
 
 try:
     from celery import shared_task
-except ImportError as exc:  # pragma: no cover - exercised by the system check's test
+except ImportError as exc:
     raise WeftConfigurationError(
         "weft_django.tasks needs Celery: install the extra, pip install 'weft-django[celery]'."
     ) from exc

@@ -19,9 +19,10 @@ import pytest
 import weft_django as weft
 from tests.faults import refused_checkpoints
 from tests.integration.conftest import BEAT_EVERY, CeleryProcesses, Workers
+from tests.integration.helpers import FAST
 from tests.integration.itapp.models import StepExecution
 from weft_django.celery import beat_schedule, install_periodic_tasks
-from weft_django.conf import get_settings
+from weft_django.conf import Timing
 from weft_django.models import Claim, Engine, EngineKind, EngineStatus, WorkflowEvent, WorkflowRun
 from weft_django.ownership.clock import db_now
 
@@ -29,6 +30,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.django_db(
 
 #: Two beat intervals, plus what one pass itself takes under load.
 DELIVERY_BOUND = 2 * BEAT_EVERY + 1.5
+#: The claim timing of the worker and Celery processes (not this process's).
+PROCESS_TIMING = Timing(float(FAST["WEFT_CLAIM_TTL"]), float(FAST["WEFT_CLAIM_RENEW_INTERVAL"]))
 
 
 def waiting_on(run_id: str, name: str) -> bool:
@@ -42,7 +45,7 @@ def holder_expired(run_id: str) -> bool:
         .values_list("holder__lease_expires_at", flat=True)
         .first()
     )
-    return expires is not None and get_settings().claim_timing.is_expired(expires, db_now())
+    return expires is not None and PROCESS_TIMING.is_expired(expires, db_now())
 
 
 def holder(run_id: str) -> str | None:
@@ -129,14 +132,16 @@ def test_a_live_owner_is_notified_and_applies_the_signal_itself(
 ) -> None:
     """The owner is live but missed the signal (stored without its wake-up): the beat
     pass notifies it (``owner_notified``) and the owner, not the task, drives the run."""
-    slow = {"WEFT_CLAIM_TTL": "60", "WEFT_CLAIM_RENEW_INTERVAL": "15", "WEFT_TICK_INTERVAL": "30"}
+    slow = {"WEFT_CLAIM_TTL": "120", "WEFT_CLAIM_RENEW_INTERVAL": "30", "WEFT_TICK_INTERVAL": "60"}
+    celery.beat()
+    celery_worker = celery.worker(ready=False)
     owner = workers.start("owner", **slow)
     weft.start("it.relay", workflow_id="relay-live")
     wait(lambda: waiting_on("relay-live", "go"), 30, what="the run to park")
     epoch, owner_id = Claim.objects.values_list("epoch", "holder_id").get(workflow_id="relay-live")
     assert owner_id == owner.engine_id
-    celery.wait_ready(celery.worker(ready=False))
-    celery.beat()
+    celery.wait_ready(celery_worker)
+    wait(lambda: celery_summaries("signal_poll_pass"), 30, what="the beat's first pass")
 
     # A buffered signal whose wake hint and NOTIFY were lost.
     WorkflowRun.objects.get(pk="relay-live").signals.create(signal_id="lost", name="go")
@@ -196,7 +201,7 @@ def test_sigterm_lets_the_pass_finish_and_stop_its_engine(
     the task end; its engine is stopped and holds nothing, the run is parked."""
     beat = celery.beat()
     worker = celery.worker(ready=False)
-    strand(workers, wait, ("relay-slow", {"nap_s": 3.0}))
+    strand(workers, wait, ("relay-slow", {"nap_s": 2.0}))
     celery.wait_ready(worker)
     weft.signal("relay-slow", "go")
     wait(
