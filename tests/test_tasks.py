@@ -121,3 +121,19 @@ def test_without_the_extra_the_module_says_what_to_install(monkeypatch: pytest.M
     import weft_django as package
 
     assert package.signal is not None  # the rest of weft works without Celery
+
+
+def test_the_admin_shows_a_celery_engine_with_its_last_summary(
+    eager: Celery, admin_client: Any
+) -> None:
+    from django.contrib.admin.utils import quote
+    from django.urls import reverse
+
+    summary = signal_poll_pass.delay().get()
+    listing = admin_client.get(reverse("admin:weft_django_engine_changelist") + "?kind=celery")
+    assert summary["engine_id"] in listing.content.decode()
+    page = admin_client.get(
+        reverse("admin:weft_django_engine_change", args=[quote(summary["engine_id"])])
+    )
+    assert page.status_code == 200
+    assert "signal_poll_pass" in page.content.decode()
