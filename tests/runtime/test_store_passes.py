@@ -274,3 +274,13 @@ def test_mode_none_never_drives(make_engine: Any, weft_settings: Any) -> None:
 
     assert run_store_pass(SIGNAL_POLL, LIMITS)["counts"] == {"hint_left": 1}
     assert WorkflowRun.objects.get(pk="none-1").status == "waiting"
+
+
+def test_the_owner_clears_the_hint_it_was_notified_with(make_engine: Any) -> None:
+    owner = parked(make_engine, "hint-1", "tests.collect_signals", "go", 2)
+    weft.signal("hint-1", "go")
+    WorkflowRun.objects.filter(pk="hint-1").update(wake_hint_at=None)
+    assert run_store_pass(SIGNAL_POLL, LIMITS)["counts"] == {"owner_notified": 1}
+
+    assert owner.drive("hint-1").value == "parked"  # for the second "go"
+    assert WorkflowRun.objects.get(pk="hint-1").wake_hint_at is None  # no turn after turn

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 
 from django.db import connections, transaction
-from django.db.models.functions import Now
 
 from ..conf import WeftSettings, get_settings
 from ..models import TERMINAL_STATUSES, WorkflowRun, db_for
+from ..ownership.clock import db_now
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -61,11 +61,13 @@ def hint(run_ids: list[str], *, using: str | None = None) -> int:
     if not run_ids:
         return 0
     with transaction.atomic(using=using):
+        # A value read from the database clock, stored as Django stores datetimes
+        # (the owner clears the hint by comparing with what it read).
         hinted = (
             WorkflowRun.objects.using(using)
             .filter(pk__in=run_ids)
             .exclude(status__in=TERMINAL_STATUSES)
-            .update(wake_hint_at=Now())
+            .update(wake_hint_at=db_now(using))
         )
         for run_id in run_ids:
             notify(run_id, using=using)
