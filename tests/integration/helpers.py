@@ -251,12 +251,9 @@ def redis_problem(url: str = REDIS_URL) -> str | None:
 
 
 def drop_queue(queue: str, url: str = REDIS_URL) -> None:
-    """Delete a test queue and its bindings from the broker (kombu's Redis layout)."""
+    """Delete a test queue and its exchange's bindings from the broker (kombu's
+    Redis layout: the queue's list and ``_kombu.binding*.<queue>`` keys)."""
     import redis
 
     client = redis.Redis.from_url(url)
-    client.delete(queue)
-    for key in client.scan_iter("_kombu.binding.*"):
-        for member in client.smembers(key):
-            if member.decode(errors="replace").endswith(f"\x06\x16{queue}"):
-                client.srem(key, member)
+    client.delete(queue, *client.scan_iter(match=f"_kombu.binding*.{queue}"))
