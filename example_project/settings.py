@@ -3,17 +3,23 @@
 Everything that differs between machines comes from the environment through
 django-environ: ``DATABASE_URL`` (default: an embedded SQLite file next to this
 project), ``WEFT_OWNERSHIP``, ``WEFT_CLAIM_TTL``, ``WEFT_CLAIM_RENEW_INTERVAL``,
-``WEFT_TICK_INTERVAL``, ``WEFT_NOTIFY`` and ``CELERY_BROKER_URL``.
+``WEFT_TICK_INTERVAL``, ``WEFT_NOTIFY``, and for Celery ``CELERY_BROKER_URL``,
+``CELERY_RESULT_BACKEND``, ``CELERY_TASK_DEFAULT_QUEUE`` and the beat intervals
+``WEFT_BEAT_SIGNAL_EVERY`` / ``WEFT_BEAT_UPDATE_EVERY`` (seconds; 0 leaves a pass
+out of the schedule).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from importlib.util import find_spec
 from pathlib import Path
 
 import django
 import environ
+
+from weft_django.celery import beat_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -35,6 +41,10 @@ INSTALLED_APPS = [
     "weft_django",
     "example_project.orders",
 ]
+if find_spec("django_celery_beat") is not None:
+    # Optional: lets `celery -A example_project beat --scheduler
+    # django_celery_beat.schedulers:DatabaseScheduler` keep the schedule in the database.
+    INSTALLED_APPS.append("django_celery_beat")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -113,8 +123,19 @@ WEFT = {
     "IDLE_IN_TRANSACTION_TIMEOUT": env.float("WEFT_IDLE_IN_TRANSACTION_TIMEOUT", default=30.0),
 }
 
+# Celery (`pip install 'weft-django[celery]'`; README, "Running with Celery").
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
-CELERY_TASK_ALWAYS_EAGER = False
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    signal_every=env.float("WEFT_BEAT_SIGNAL_EVERY", default=30.0) or None,
+    update_every=env.float("WEFT_BEAT_UPDATE_EVERY", default=30.0) or None,
+)
 
 LOGGING = {
     "version": 1,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
+from tests.integration.helpers import redis_problem
 from weft_django.conf import get_settings
 from weft_django.models import EngineKind
 from weft_django.ownership.claims import ClaimRegistry
@@ -28,12 +31,26 @@ def _vendor() -> str:
     return "postgresql" if "postgresql" in engine else engine.rsplit(".", 1)[-1]
 
 
+@functools.cache
+def _redis_problem() -> str | None:
+    return redis_problem()
+
+
+def services_required() -> bool:
+    """Under CI (``CI=true`` or ``WEFT_REQUIRE_SERVICES=1``) a missing service fails."""
+    return os.environ.get("CI") == "true" or os.environ.get("WEFT_REQUIRE_SERVICES") == "1"
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres") and _vendor() != "postgresql":
         pytest.skip(
             "needs PostgreSQL: runs in the PostgreSQL pass of bin/test "
             "(DATABASE_URL=postgres://...)"
         )
+    if item.get_closest_marker("redis") and _redis_problem() is not None:
+        if services_required():
+            pytest.fail(f"{_redis_problem()}; CI must run the Celery tests")
+        pytest.skip(f"needs Redis: {_redis_problem()} (set WEFT_TEST_REDIS_URL)")
 
 
 class FakeClock:

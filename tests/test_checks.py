@@ -208,3 +208,68 @@ def test_manage_py_check_fails_on_invalid_settings(weft: Any) -> None:
 
 def test_manage_py_check_passes_on_valid_settings() -> None:
     call_command("check", tags=["weft"])
+
+
+# -- the Celery beat schedule (weft.E011, weft.E012) ------------------------------------
+
+
+def _celery_errors() -> list[checks.CheckMessage]:
+    from weft_django.checks import check_celery_schedule
+
+    return check_celery_schedule()
+
+
+def test_a_weft_beat_schedule_with_celery_installed_is_fine(settings: Any) -> None:
+    from weft_django.celery import beat_schedule
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule()
+    assert _celery_errors() == []
+
+
+@pytest.mark.parametrize("missing", [["celery"], ["redis"], ["celery", "redis"]])
+def test_e009_the_missing_extra_is_explained(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, missing: list[str]
+) -> None:
+    from weft_django.celery import beat_schedule
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule(update_every=None)
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    for module in missing:
+        monkeypatch.setitem(__import__("sys").modules, module, None)  # import fails
+
+    (error,) = _celery_errors()
+    assert error.id == "weft.E011"
+    assert "weft_django.signal_poll_pass" in error.msg
+    assert " and ".join(missing) in error.msg
+    assert "weft-django[celery]" in error.hint
+
+
+def test_e009_redis_is_not_needed_with_another_broker(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from weft_django.celery import beat_schedule
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule()
+    settings.CELERY_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
+    monkeypatch.setitem(__import__("sys").modules, "redis", None)
+    assert _celery_errors() == []
+
+
+def test_e009_a_schedule_without_weft_tasks_is_not_weft_business(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.CELERY_BEAT_SCHEDULE = {"mine": {"task": "shop.tasks.report", "schedule": 60}}
+    monkeypatch.setitem(__import__("sys").modules, "celery", None)
+    assert _celery_errors() == []
+
+
+def test_e010_an_unknown_weft_task_is_an_error(settings: Any) -> None:
+    settings.CELERY_BEAT_SCHEDULE = {"x": {"task": "weft_django.signal_pass", "schedule": 30}}
+    (error,) = _celery_errors()
+    assert error.id == "weft.E012"
+    assert "weft_django.signal_pass" in error.msg
+
+
+def test_a_malformed_schedule_is_left_to_celery(settings: Any) -> None:
+    settings.CELERY_BEAT_SCHEDULE = ["not", "a", "mapping"]
+    assert _celery_errors() == []

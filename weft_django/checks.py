@@ -1,15 +1,21 @@
-"""Django system checks: the ``WEFT`` settings (``weft.E00x``, with hints), and,
-with ``--database``, more live engines than the ownership mode allows
+"""Django system checks: the ``WEFT`` settings (``weft.E00x``, with hints); a
+Celery beat schedule that runs weft's tasks without the ``celery`` extra
+installed (``weft.E011``) or names a task weft does not have (``weft.E012``);
+and, with ``--database``, more live engines than the ownership mode allows
 (``weft.W001``: mode ``none`` allows one)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from importlib import import_module
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core import checks
 from django.db import DatabaseError
 
 from . import conf
+from .celery import TASKS
 from .ownership.modes import ownership_class
 
 
@@ -18,6 +24,49 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return [
         checks.Error(problem.msg, hint=problem.hint, id=problem.id) for problem in conf.problems()
     ]
+
+
+def _importable(module: str) -> bool:
+    try:
+        import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+@checks.register("weft")
+def check_celery_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``CELERY_BEAT_SCHEDULE`` entries of weft's tasks need the ``celery`` extra."""
+    schedule = getattr(django_settings, "CELERY_BEAT_SCHEDULE", None)
+    if not isinstance(schedule, Mapping):
+        return []
+    named = [entry.get("task") for entry in schedule.values() if isinstance(entry, Mapping)]
+    ours = sorted({t for t in named if isinstance(t, str) and t.startswith("weft_django.")})
+    found: list[checks.CheckMessage] = []
+    unknown = [task for task in ours if task not in TASKS]
+    if unknown:
+        found.append(
+            checks.Error(
+                f"CELERY_BEAT_SCHEDULE names weft task(s) that do not exist: {', '.join(unknown)}.",
+                hint=f"weft_django's tasks are {', '.join(TASKS)}; build the entries with "
+                "weft_django.celery.beat_schedule().",
+                id="weft.E012",
+            )
+        )
+    missing = [] if _importable("celery") else ["celery"]
+    broker = str(getattr(django_settings, "CELERY_BROKER_URL", "") or "")
+    if broker.startswith(("redis://", "rediss://", "unix://")) and not _importable("redis"):
+        missing.append("redis")
+    if ours and missing:
+        found.append(
+            checks.Error(
+                f"CELERY_BEAT_SCHEDULE runs {', '.join(ours)}, but {' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not installed.",
+                hint="Install weft_django's Celery extra: pip install 'weft-django[celery]'.",
+                id="weft.E011",
+            )
+        )
+    return found
 
 
 @checks.register(checks.Tags.database, "weft")

@@ -133,7 +133,7 @@ MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
 MAX_DURATION_SECONDS = 100 * 365 * 24 * 3600.0
 
 
-def _seconds(value: Any) -> float | None:
+def duration_seconds(value: Any) -> float | None:
     """Seconds of a duration setting, or None when it is not a usable duration."""
     if isinstance(value, bool):
         return None
@@ -179,7 +179,7 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
         )
     durations: dict[str, float] = {}
     for key in DURATION_KEYS:
-        seconds = _seconds(merged[key])
+        seconds = duration_seconds(merged[key])
         if seconds is None or seconds <= 0:
             found.append(
                 Problem(
@@ -259,13 +259,44 @@ def get_settings() -> WeftSettings:
     merged = {**DEFAULTS, **raw}
     return WeftSettings(
         ownership=merged["OWNERSHIP"],
-        claim_ttl=_seconds(merged["CLAIM_TTL"]) or 0.0,
-        claim_renew_interval=_seconds(merged["CLAIM_RENEW_INTERVAL"]) or 0.0,
-        lease_ttl=_seconds(merged["LEASE_TTL"]) or 0.0,
-        lease_renew_interval=_seconds(merged["LEASE_RENEW_INTERVAL"]) or 0.0,
-        tick_interval=_seconds(merged["TICK_INTERVAL"]) or 0.0,
-        update_response_ttl=_seconds(merged["UPDATE_RESPONSE_TTL"]) or 0.0,
+        claim_ttl=duration_seconds(merged["CLAIM_TTL"]) or 0.0,
+        claim_renew_interval=duration_seconds(merged["CLAIM_RENEW_INTERVAL"]) or 0.0,
+        lease_ttl=duration_seconds(merged["LEASE_TTL"]) or 0.0,
+        lease_renew_interval=duration_seconds(merged["LEASE_RENEW_INTERVAL"]) or 0.0,
+        tick_interval=duration_seconds(merged["TICK_INTERVAL"]) or 0.0,
+        update_response_ttl=duration_seconds(merged["UPDATE_RESPONSE_TTL"]) or 0.0,
         max_payload_bytes=int(merged["MAX_PAYLOAD_BYTES"]),
         notify=bool(merged["NOTIFY"]),
-        idle_in_transaction_timeout=_seconds(merged["IDLE_IN_TRANSACTION_TIMEOUT"]) or 0.0,
+        idle_in_transaction_timeout=duration_seconds(merged["IDLE_IN_TRANSACTION_TIMEOUT"]) or 0.0,
     )
+
+
+@dataclass(frozen=True)
+class PassLimits:
+    """How much one store-wide pass (a Celery beat task) may do: at most
+    ``batch_size`` runs, and no new run once ``time_budget`` seconds have passed."""
+
+    batch_size: int = 500
+    time_budget: float = 15.0
+
+    #: The largest batch one pass may select.
+    MAX_BATCH = 100_000
+
+    @classmethod
+    def of(cls, batch_size: Any = 500, time_budget: Any = 15.0) -> PassLimits:
+        """Validated limits; :class:`WeftConfigurationError` for bad values."""
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= cls.MAX_BATCH
+        ):
+            raise WeftConfigurationError(
+                f"batch_size must be an integer from 1 to {cls.MAX_BATCH}, got {batch_size!r}."
+            )
+        budget = duration_seconds(time_budget)
+        if budget is None or budget <= 0:
+            raise WeftConfigurationError(
+                "time_budget must be a positive, finite number of seconds or a timedelta, "
+                f"got {time_budget!r}."
+            )
+        return cls(batch_size, budget)

@@ -227,3 +227,8 @@ class HandlerError(WeftError):
 
 class QueryError(WeftError):
     """A query could not be answered (unknown name, pending run, handler raised)."""
+
+
+class DrainError(WeftError):
+    """A store-wide pass (a Celery beat task) took a run, but its turn did not reach
+    a park point: reported as ``drain_failed`` in the pass's summary."""

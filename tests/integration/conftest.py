@@ -12,6 +12,8 @@ test database is flushed.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,16 @@ import pytest
 from django.db import connection
 
 from tests.integration import helpers
-from tests.integration.helpers import WorkerProcess, run_manage, wait_for, worker_env
+from tests.integration.helpers import (
+    WorkerProcess,
+    celery_beat,
+    celery_env,
+    celery_worker,
+    drop_queue,
+    run_manage,
+    wait_for,
+    worker_env,
+)
 from tests.integration.itapp import workflows as it_workflows  # noqa: F401 (registers it.*)
 from tests.integration.itapp.models import StepExecution
 from weft_django.models import Engine, EngineStatus
@@ -126,3 +137,65 @@ def wait(workers: Workers) -> Callable[..., object]:
         return wait_for(predicate, timeout, on_timeout=workers.tails, **kwargs)  # type: ignore[arg-type]
 
     return waiter
+
+
+class CeleryProcesses:
+    """``celery -A example_project worker`` / ``beat`` processes of one test, on a
+    broker queue of their own (dropped at teardown with the processes)."""
+
+    def __init__(self, db_url: str, log_dir: Path, every: float) -> None:
+        self.db_url = db_url
+        self.log_dir = log_dir
+        self.every = every
+        self.queue = f"weft-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.started: list[WorkerProcess] = []
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        return celery_env(self.db_url, self.queue, beat_every=self.every, **overrides)
+
+    def worker(
+        self, name: str = "celery-worker", *, ready: bool = True, **env: str
+    ) -> WorkerProcess:
+        process = celery_worker(name, self.env(**env), self.log_dir)
+        self.started.append(process)
+        if ready:
+            self.wait_ready(process)
+        return process
+
+    def beat(
+        self, name: str = "celery-beat", *, scheduler: str | None = None, **env: str
+    ) -> WorkerProcess:
+        process = celery_beat(name, self.env(**env), self.log_dir, scheduler=scheduler)
+        self.started.append(process)
+        return process
+
+    def wait_ready(self, process: WorkerProcess, timeout: float = 60.0) -> None:
+        def ready() -> bool:
+            if not process.alive:
+                raise AssertionError(f"{process.name} exited early\n{process.tail()}")
+            return " ready." in process.log()
+
+        wait_for(ready, timeout, interval=0.05, what=f"{process.name} to be ready")
+
+    def tails(self) -> str:
+        return "\n".join(process.tail() for process in self.started)
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            process.kill()
+        drop_queue(self.queue)
+
+
+#: The beat interval of the Celery tests (seconds).
+BEAT_EVERY = 1.0
+
+
+@pytest.fixture
+def celery(it_db: str, tmp_path: Path) -> Iterator[CeleryProcesses]:
+    """Real Celery worker and beat processes on the test database and Redis."""
+    processes = CeleryProcesses(it_db, tmp_path, BEAT_EVERY)
+    try:
+        yield processes
+    finally:
+        processes.stop_all()
+        print(processes.tails())

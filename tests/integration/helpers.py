@@ -1,7 +1,8 @@
 """Helpers shared by the integration tests and the benchmarks: worker processes.
 
 A :class:`WorkerProcess` is a real ``python manage.py weft_worker`` child
-process pointed at a database by ``DATABASE_URL``, running
+process (or, with ``program``, any Python program such as ``-m celery``)
+pointed at a database by ``DATABASE_URL``, running
 :mod:`tests.integration.settings` unless told otherwise, with its output
 captured in a log file. Nothing here imports Django models, so the
 benchmarks can use it before Django is set up.
@@ -98,11 +99,13 @@ class WorkerProcess:
         log_dir: Path,
         args: list[str] | None = None,
         command: str = "weft_worker",
+        program: list[str] | None = None,
     ) -> None:
         self.name = name
         self.log_path = Path(log_dir) / f"{name}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
-        self.args = [sys.executable, "manage.py", command, *(args or [])]
+        program = program if program is not None else ["manage.py", command]
+        self.args = [sys.executable, *program, *(args or [])]
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
             self.args,
@@ -168,3 +171,89 @@ def run_manage(
         timeout=timeout,
         check=False,
     )
+
+
+# -- Celery ---------------------------------------------------------------------------
+
+#: The Redis database of the Celery tests (broker only; no result backend).
+REDIS_URL = os.environ.get("WEFT_TEST_REDIS_URL", "redis://127.0.0.1:6379/5")
+
+
+def celery_env(
+    db_url: str, queue: str, *, beat_every: float = 1.0, **overrides: str
+) -> dict[str, str]:
+    """The environment of ``celery -A example_project`` processes of one test: its
+    database, the test Redis as broker, a queue of its own, a short beat interval."""
+    every = str(beat_every)
+    settings = {
+        "CELERY_BROKER_URL": REDIS_URL,
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "WEFT_BEAT_SIGNAL_EVERY": every,
+        "WEFT_BEAT_UPDATE_EVERY": every,
+    }
+    return worker_env(db_url, **{**settings, **overrides})
+
+
+def celery_worker(
+    name: str, env: Mapping[str, str], log_dir: Path, *, concurrency: int = 2
+) -> WorkerProcess:
+    """``celery -A example_project worker`` (prefork) consuming only the test's queue."""
+    args = [
+        "worker",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        str(concurrency),
+        "--queues",
+        env["CELERY_TASK_DEFAULT_QUEUE"],
+        "--hostname",
+        f"{name}-{os.getpid()}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+    return WorkerProcess(
+        name, env, log_dir, args, program=["-m", "celery", "-A", "example_project"]
+    )
+
+
+def celery_beat(
+    name: str, env: Mapping[str, str], log_dir: Path, *, scheduler: str | None = None
+) -> WorkerProcess:
+    """``celery -A example_project beat`` with its schedule file in ``log_dir``."""
+    args = [
+        "beat",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(Path(log_dir) / f"{name}-schedule"),
+        "--pidfile",
+        str(Path(log_dir) / f"{name}.pid"),
+    ]
+    if scheduler is not None:
+        args += ["--scheduler", scheduler]
+    return WorkerProcess(
+        name, env, log_dir, args, program=["-m", "celery", "-A", "example_project"]
+    )
+
+
+def redis_problem(url: str = REDIS_URL) -> str | None:
+    """Why the Redis at ``url`` cannot be used (None when it answers a PING)."""
+    try:
+        import redis
+    except ImportError:
+        return "the redis client is not installed (pip install 'weft-django[celery]')"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except Exception as exc:
+        return f"Redis at {url} is unreachable: {exc}"
+    return None
+
+
+def drop_queue(queue: str, url: str = REDIS_URL) -> None:
+    """Delete a test queue and its exchange's bindings from the broker (kombu's
+    Redis layout: the queue's list and ``_kombu.binding*.<queue>`` keys)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.delete(queue, *client.scan_iter(match=f"_kombu.binding*.{queue}"))

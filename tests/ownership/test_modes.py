@@ -151,3 +151,17 @@ def test_mode_none_warns_about_a_second_live_engine(
     assert WorkflowLeaseOwnership.crowd(get_settings()) == []  # no limit in that mode
     Engine.objects.filter(id="engine-a").update(status="stopped")
     assert NoOwnership.crowd(get_settings()) == []
+
+
+def test_mode_none_does_not_count_a_celery_pass_as_a_second_engine(
+    db: None, weft_settings: Callable[..., None]
+) -> None:
+    """A Celery task's engine never drives in mode none (take_stranded leaves hints)."""
+    booted("none", "engine-a", weft_settings)
+    celery = NoOwnership("celery-1", get_settings())
+    celery.boot(kind="celery")
+    assert NoOwnership.crowd(get_settings()) == []
+    assert (
+        celery.take_stranded("wf", workflow_name="x", names=["x"], still_wanted=lambda run_id: True)
+        is Outcome.HINT_LEFT
+    )

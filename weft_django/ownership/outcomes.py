@@ -41,6 +41,10 @@ class Outcome(enum.StrEnum):
     DRAINED = "drained"
     NO_PENDING_UPDATES = "no_pending_updates"
     DRAIN_FAILED = "drain_failed"
+    # the store-wide passes of a short-lived engine (Celery beat tasks)
+    OWNER_NOTIFIED = "owner_notified"
+    HINT_LEFT = "hint_left"
+    DEFERRED = "deferred"
 
 
 @dataclass

@@ -137,3 +137,17 @@ def workflow_names(run_ids: list[str], *, using: str | None = None) -> dict[str,
 
 def is_active(run_id: str, *, using: str | None = None) -> bool:
     return _runs(using).filter(pk=run_id, status__in=ACTIVE_STATUSES).exists()
+
+
+def live_holders(
+    run_ids: list[str], cutoff: datetime, *, using: str | None = None
+) -> dict[str, str]:
+    """Run id -> holder engine id, for those of ``run_ids`` whose holder's lease is
+    live at ``cutoff`` (now - 2 x renew: not expired on the database clock)."""
+    if not run_ids:
+        return {}
+    return dict(
+        Claim.objects.using(db_for(using))
+        .filter(workflow_id__in=run_ids, holder__lease_expires_at__gte=cutoff)
+        .values_list("workflow_id", "holder_id")
+    )

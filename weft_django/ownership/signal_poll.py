@@ -9,10 +9,10 @@ stops the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.fields.json import KT
 
 from ..models import RunStatus, WorkflowRun, WorkflowSignal, db_for
@@ -21,22 +21,43 @@ from .outcomes import Outcome, PassResult
 logger = logging.getLogger("weft_django.signal_poll")
 
 
+def _signal_waiters(using: str | None) -> QuerySet[WorkflowRun]:
+    """Waiting runs parked on a signal, each annotated ``has_signal``: whether a
+    signal of the awaited name is buffered (probed, never consumed)."""
+    buffered = WorkflowSignal.objects.filter(
+        run_id=OuterRef("pk"), name=OuterRef("signal_name"), consumed_at__isnull=True
+    )
+    return (
+        WorkflowRun.objects.using(db_for(using))
+        .filter(status=RunStatus.WAITING, waiting_on__kind="signal")
+        .annotate(signal_name=KT("waiting_on__name"))
+        .annotate(has_signal=Exists(buffered))
+        .order_by("pk")
+    )
+
+
 def waiting_on_signal(held: list[str], *, using: str | None = None) -> list[tuple[str, bool]]:
     """(run id, has a matching buffered signal) for the held runs waiting on one."""
     if not held:
         return []
-    buffered = WorkflowSignal.objects.filter(
-        run_id=OuterRef("pk"), name=OuterRef("signal_name"), consumed_at__isnull=True
+    return list(_signal_waiters(using).filter(pk__in=held).values_list("pk", "has_signal"))
+
+
+def signal_stranded(
+    names: Collection[str], *, limit: int, using: str | None = None
+) -> list[tuple[str, str]]:
+    """Store-wide: (run id, workflow name) of runs of ``names`` that wait on a signal
+    which is buffered, whoever holds them (the Celery signal poll pass)."""
+    return list(
+        _signal_waiters(using)
+        .filter(workflow_name__in=list(names), has_signal=True)
+        .values_list("pk", "workflow_name")[:limit]
     )
-    rows = (
-        WorkflowRun.objects.using(db_for(using))
-        .filter(pk__in=held, status=RunStatus.WAITING, waiting_on__kind="signal")
-        .annotate(signal_name=KT("waiting_on__name"))
-        .annotate(has_signal=Exists(buffered))
-        .order_by("pk")
-        .values_list("pk", "has_signal")
-    )
-    return list(rows)
+
+
+def has_buffered_signal(run_id: str, *, using: str | None = None) -> bool:
+    """Whether ``run_id`` still waits on a signal that is buffered (post-win re-check)."""
+    return _signal_waiters(using).filter(pk=run_id, has_signal=True).exists()
 
 
 def signal_poll_pass(

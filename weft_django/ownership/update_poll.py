@@ -11,11 +11,13 @@ one run never stops the others. The pass talks to its host only through an
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Protocol
 
-from ..models import UpdateRequest, UpdateStatus, db_for
+from django.db.models import Exists, OuterRef, QuerySet
+
+from ..models import RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, db_for
 from .outcomes import Outcome, PassResult
 
 logger = logging.getLogger("weft_django.update_poll")
@@ -35,14 +37,41 @@ class UpdatePollTarget(Protocol):
         """Apply the run's pending requests; raise on failure."""
 
 
+def _pending(using: str | None) -> QuerySet[UpdateRequest]:
+    return UpdateRequest.objects.using(db_for(using)).filter(status=UpdateStatus.PENDING)
+
+
 def runs_with_pending_updates(run_ids: list[str], *, using: str | None = None) -> set[str]:
     """The probe itself: which of ``run_ids`` have a pending request (one query)."""
-    return set(
-        UpdateRequest.objects.using(db_for(using))
-        .filter(run_id__in=run_ids, status=UpdateStatus.PENDING)
-        .values_list("run_id", flat=True)
-        .distinct()
+    pending = _pending(using).filter(run_id__in=run_ids)
+    return set(pending.values_list("run_id", flat=True).distinct())
+
+
+def _started_with_pending(using: str | None) -> QuerySet[WorkflowRun]:
+    pending = UpdateRequest.objects.filter(run_id=OuterRef("pk"), status=UpdateStatus.PENDING)
+    return (
+        WorkflowRun.objects.using(db_for(using))
+        .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
+        .filter(Exists(pending))
+        .order_by("pk")
     )
+
+
+def update_stranded(
+    names: Collection[str], *, limit: int, using: str | None = None
+) -> list[tuple[str, str]]:
+    """Store-wide: (run id, workflow name) of started runs of ``names`` with at least
+    one pending update request, whoever holds them (the Celery update poll pass)."""
+    return list(
+        _started_with_pending(using)
+        .filter(workflow_name__in=list(names))
+        .values_list("pk", "workflow_name")[:limit]
+    )
+
+
+def has_pending_update(run_id: str, *, using: str | None = None) -> bool:
+    """Whether started run ``run_id`` still has a pending request (post-win re-check)."""
+    return _started_with_pending(using).filter(pk=run_id).exists()
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from django.db import connections, transaction
 
 from ..conf import WeftSettings, get_settings
-from ..models import db_for
+from ..models import TERMINAL_STATUSES, WorkflowRun, db_for
+from ..ownership.clock import db_now
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -57,6 +58,27 @@ def notify(run_id: str, *, using: str | None = None) -> None:
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, run_id[:7000]])
 
     transaction.on_commit(send, using=using, robust=True)
+
+
+def hint(run_ids: list[str], *, using: str | None = None) -> int:
+    """Leave a durable wake hint on the non-terminal runs among ``run_ids`` and
+    ``NOTIFY`` their owners (one UPDATE, then one ``NOTIFY`` per run on commit).
+    Returns how many runs were hinted."""
+    using = db_for(using)
+    if not run_ids:
+        return 0
+    with transaction.atomic(using=using):
+        # A value read from the database clock, stored as Django stores datetimes
+        # (the owner clears the hint by comparing with what it read).
+        hinted = (
+            WorkflowRun.objects.using(using)
+            .filter(pk__in=run_ids)
+            .exclude(status__in=TERMINAL_STATUSES)
+            .update(wake_hint_at=db_now(using))
+        )
+        for run_id in run_ids:
+            notify(run_id, using=using)
+    return hinted
 
 
 def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> None:

@@ -76,6 +76,26 @@ def waiter(ctx: Context, name: str = "go") -> Any:
     return payload
 
 
+def relay(ctx: Context, nap_s: float = 0.0) -> dict[str, Any]:
+    """Step "before", wait for "go", (a slow nap), step "resumed", wait for
+    "finish", step "done". The update "add" adds to a total and answers it."""
+    total = [0]
+
+    @ctx.on_update("add")
+    def add(amount: int) -> dict[str, int]:
+        total[0] += amount
+        return {"total": total[0], "pid": os.getpid()}
+
+    ctx.step(record, ctx.workflow_id, "before", ctx.epoch, name="before", transactional=True)
+    go = ctx.wait_for_signal("go")
+    if nap_s:
+        ctx.step(nap, ctx.workflow_id, "nap", nap_s, name="nap")
+    ctx.step(record, ctx.workflow_id, "resumed", ctx.epoch, name="resumed", transactional=True)
+    finish = ctx.wait_for_signal("finish")
+    ctx.step(record, ctx.workflow_id, "done", ctx.epoch, name="done", transactional=True)
+    return {"go": go, "finish": finish, "total": total[0]}
+
+
 def noop_steps(ctx: Context, n: int = 10) -> int:
     """``n`` no-op steps: the throughput benchmark's workload."""
     for index in range(n):
@@ -135,6 +155,7 @@ WORKFLOWS = {
     "it.steps": steps,
     "it.special": special,
     "it.waiter": waiter,
+    "it.relay": relay,
     "it.noop_steps": noop_steps,
 }
 

@@ -32,13 +32,14 @@ from typing import Any, ClassVar
 
 from ...conf import Timing, WeftSettings
 from ...exceptions import WeftSecondEngineWarning, warn
-from ...models import Engine, db_for
+from ...models import Engine, EngineKind, db_for
 from ..claims import ClaimRegistry
 from ..clock import Clock, db_now
 from ..engines import register_engine
 from ..gates import run_boot_gates
 from ..leases import live_engines
-from ..outcomes import PassResult
+from ..outcomes import Outcome, PassResult
+from ..reclaim import acquire_stranded
 from ..results import ClaimResult
 
 
@@ -51,6 +52,9 @@ class Ownership(abc.ABC):
     uses_marker: ClassVar[bool] = True
     #: At most this many live engines may share a store in this mode (None: any).
     max_live_engines: ClassVar[int | None] = None
+    #: Whether a short-lived engine (a Celery task: no renewal loop) may take,
+    #: drive and release runs in this mode (see :meth:`take_stranded`).
+    short_lived_drives: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -83,7 +87,12 @@ class Ownership(abc.ABC):
         system check ``weft.W001``); empty otherwise."""
         if cls.max_live_engines is None:
             return []
-        live = list(live_engines(using=using, timing=cls.timing_of(settings)))
+        engines = live_engines(using=using, timing=cls.timing_of(settings))
+        if not cls.short_lived_drives:
+            # A Celery task's engine that may not drive only leaves wake hints:
+            # it is no second driver.
+            engines = engines.exclude(kind=EngineKind.CELERY)
+        live = list(engines)
         return live if len(live) > cls.max_live_engines else []
 
     def warn_if_crowded(self) -> None:
@@ -215,3 +224,46 @@ class Ownership(abc.ABC):
         busy: Callable[[str], bool],
     ) -> PassResult:
         """Pass 2: find runs stranded by other engines and hand them to ``drive``."""
+
+    # -- short-lived engines (the store-wide passes of Celery tasks) ------------------
+
+    @abc.abstractmethod
+    def live_owners(self, run_ids: list[str]) -> dict[str, str]:
+        """Run id -> engine id, for those of ``run_ids`` owned by an engine whose
+        lease is live on the database clock."""
+
+    def take_stranded(
+        self,
+        run_id: str,
+        *,
+        workflow_name: str | None,
+        names: Collection[str],
+        still_wanted: Callable[[str], bool],
+    ) -> Outcome:
+        """For a short-lived engine: take ``run_id``, which no live engine owns, so
+        that it can be driven once and released. ``still_wanted(run_id)`` is the
+        post-win re-check (it must imply that the run is still active).
+
+        Returns ``acquired`` when taken (the caller drives it, then releases it),
+        ``not_expired`` when its owner turned out to be live, ``hint_left`` when a
+        short-lived engine may not drive runs in this mode
+        (:attr:`short_lived_drives` is false: the caller leaves a wake hint for
+        the next owner), or the reason it was not taken (``not_eligible``,
+        ``lost_race``, ``backoff_skipped``). Where it may, the run's claim is
+        taken by the reclaim scan's rules (registered type, up to 5 attempts,
+        post-win re-check) and fenced like any other.
+        """
+        if not self.short_lived_drives:
+            return Outcome.HINT_LEFT
+        return acquire_stranded(
+            self.claims,
+            run_id,
+            workflow_name=workflow_name,
+            names=names,
+            still_wanted=still_wanted,
+        )
+
+    def heartbeat(self) -> None:
+        """Extend this engine's own lease (one UPDATE of its row) without taking
+        anything: a short-lived engine calls it between runs."""
+        self.claims.renew()

@@ -145,3 +145,17 @@ class GlobalLeaseOwnership(Ownership):
                     continue
                 result.record(run_id, Outcome.RECLAIMED if drive(run_id) else Outcome.NOT_ELIGIBLE)
         return result.done()
+
+    # -- short-lived engines ----------------------------------------------------------
+
+    def live_owners(self, run_ids: list[str]) -> dict[str, str]:
+        """Holding the global lease is owning every run: all of ``run_ids`` when
+        its holder is live, none otherwise. A short-lived engine never takes the
+        lease (it could not renew it), so :meth:`take_stranded` is the default:
+        it leaves a wake hint for the next lease holder."""
+        row = self.lease.read()
+        if row.holder_id is None or row.expires_at is None:
+            return {}
+        if self.timing.is_expired(row.expires_at, self.now()):
+            return {}
+        return dict.fromkeys(run_ids, row.holder_id)

@@ -27,6 +27,7 @@ from .base import Ownership
 
 class WorkflowLeaseOwnership(Ownership):
     name = "workflow-lease"
+    short_lived_drives = True
 
     @classmethod
     def timing_of(cls, settings: WeftSettings) -> Timing:
@@ -132,3 +133,8 @@ class WorkflowLeaseOwnership(Ownership):
     ) -> PassResult:
         """The reclaim scan: expired holders and ownerless active runs."""
         return reclaim_scan(self.claims, names=names, drive=drive)
+
+    # -- short-lived engines ----------------------------------------------------------
+
+    def live_owners(self, run_ids: list[str]) -> dict[str, str]:
+        return scans.live_holders(run_ids, self.timing.cutoff(self.now()), using=self.using)
