@@ -85,6 +85,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         default=str(Path(tempfile.gettempdir()) / f"weft_test_{os.getpid()}.sqlite3"),
     )
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    # MySQL's "utf8" is 3-byte UTF-8: ids, names and payloads may hold any
+    # character, so connections (and the test database) use utf8mb4.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("charset", "utf8mb4")
+    DATABASES["default"].setdefault("TEST", {}).setdefault("CHARSET", "utf8mb4")
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
