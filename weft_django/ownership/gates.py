@@ -61,8 +61,8 @@ def check_capability(mode: str, *, using: str = "default") -> None:
         )
 
 
-# What a fenced write needs from MySQL/MariaDB: the lowest isolation level is the
-# one whose plain reads see uncommitted rows (a run whose start() may roll back).
+# The isolation levels weft runs under on MySQL/MariaDB: all but READ UNCOMMITTED,
+# whose plain reads see rows that may still roll back (a run whose start() is undone).
 MYSQL_ISOLATION_LEVELS = ("READ-COMMITTED", "REPEATABLE-READ", "SERIALIZABLE")
 
 
@@ -113,7 +113,8 @@ def mysql_problems(connection: BaseDatabaseWrapper) -> list[str]:
     if collations:
         listed = ", ".join(f"{table}.{column}" for table, column in collations)
         problems.append(
-            f"These columns do not compare ids exactly (collation {collation}): {listed}. "
+            f"These columns are not in collation {collation}, so ids and names in them "
+            f"do not compare exactly: {listed}. "
             "Run 'manage.py migrate weft_django' (migration 0005 converts them)."
         )
     return problems
