@@ -1,11 +1,13 @@
 """Shared plumbing of the benchmarks: scratch databases, Django setup, worker processes.
 
 Every benchmark creates and migrates its own scratch databases (PostgreSQL
-``weft_bench_<name>`` created with psycopg through the ``postgres``
-maintenance database, and/or a temporary SQLite file), runs real
-``manage.py weft_worker`` processes with ``tests.integration.settings``
-(the example project plus the ``itapp`` workflows) pointed at them by
-``DATABASE_URL``, and drops the databases at the end (``--keep`` keeps them).
+``weft_bench_<name><suffix>_<pid>`` created with psycopg through the
+``postgres`` maintenance database, MariaDB/MySQL databases of the same name
+created with mysqlclient, and/or a temporary SQLite file; the process id keeps
+concurrent runs from sharing one), runs real ``manage.py weft_worker``
+processes with ``tests.integration.settings`` (the example project plus the
+``itapp`` workflows) pointed at them by ``DATABASE_URL``, and drops the
+databases at the end (``--keep`` keeps them).
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ from tests.integration.helpers import worker_env as _it_worker_env  # noqa: E402
 DEFAULT_PG = os.environ.get(
     "WEFT_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
+DEFAULT_MYSQL = os.environ.get("WEFT_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql")
+#: --db names -> how the tables and the docs call them
+DATABASES = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mysql": "MariaDB"}
 
 __all__ = [
+    "DATABASES",
     "IT_SETTINGS",
     "REPO",
     "Scratch",
@@ -97,12 +103,24 @@ def _fmt(value: Any) -> str:
 class Scratch:
     """Scratch databases of one benchmark; ``drop_all()`` removes them."""
 
-    def __init__(self, name: str, *, keep: bool = False, pg_url: str = DEFAULT_PG) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        keep: bool = False,
+        pg_url: str = DEFAULT_PG,
+        mysql_url: str = DEFAULT_MYSQL,
+    ) -> None:
         self.name = name
         self.keep = keep
         self.pg_url = pg_url
+        self.mysql_url = mysql_url
         self.pg_names: list[str] = []
+        self.mysql_names: list[str] = []
         self.files: list[Path] = []
+
+    def _dbname(self, suffix: str) -> str:
+        return f"weft_bench_{self.name}{suffix}_{os.getpid()}"
 
     def _admin(self) -> Any:
         import psycopg
@@ -117,10 +135,27 @@ class Scratch:
             autocommit=True,
         )
 
+    def _mysql_admin(self) -> Any:
+        import MySQLdb  # the [mysql] extra
+
+        parts = urlsplit(self.mysql_url)
+        return MySQLdb.connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=parts.username or "root",
+            password=parts.password or "",
+        )
+
+    def database(self, vendor: str, suffix: str = "") -> str:
+        """A fresh, empty database of ``vendor`` (a key of DATABASES); its URL."""
+        makers = {"postgresql": self.postgres, "mysql": self.mysql, "sqlite": self.sqlite}
+        if vendor not in makers:
+            raise SystemExit(f"unknown database {vendor!r}: use {', '.join(makers)}")
+        return makers[vendor](suffix)
+
     def postgres(self, suffix: str = "") -> str:
         """A fresh, empty PostgreSQL database; returns its URL."""
-        # The pid keeps concurrent runs (two checkouts, a test and a bench) apart.
-        dbname = f"weft_bench_{self.name}{suffix}_{os.getpid()}"
+        dbname = self._dbname(suffix)
         with self._admin() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{dbname}"')
@@ -128,8 +163,22 @@ class Scratch:
         parts = urlsplit(self.pg_url)
         return urlunsplit(("postgres", parts.netloc, f"/{dbname}", "", ""))
 
+    def mysql(self, suffix: str = "") -> str:
+        """A fresh, empty MariaDB/MySQL database (utf8mb4); returns its URL."""
+        dbname = self._dbname(suffix)
+        conn = self._mysql_admin()
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(f"DROP DATABASE IF EXISTS `{dbname}`")
+                cursor.execute(f"CREATE DATABASE `{dbname}` CHARACTER SET utf8mb4")
+        finally:
+            conn.close()
+        self.mysql_names.append(dbname)
+        parts = urlsplit(self.mysql_url)
+        return urlunsplit(("mysql", parts.netloc, f"/{dbname}", "", ""))
+
     def sqlite(self, suffix: str = "") -> str:
-        path = Path(tempfile.gettempdir()) / f"weft_bench_{self.name}{suffix}_{os.getpid()}.sqlite3"
+        path = Path(tempfile.gettempdir()) / f"{self._dbname(suffix)}.sqlite3"
         for extra in ("", "-wal", "-shm"):
             Path(f"{path}{extra}").unlink(missing_ok=True)
         self.files.append(path)
@@ -147,6 +196,14 @@ class Scratch:
             with self._admin() as conn:
                 for dbname in self.pg_names:
                     conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        if self.mysql_names:
+            conn = self._mysql_admin()
+            try:
+                with conn.cursor() as cursor:
+                    for dbname in self.mysql_names:
+                        cursor.execute(f"DROP DATABASE IF EXISTS `{dbname}`")
+            finally:
+                conn.close()
         for path in self.files:
             for extra in ("", "-wal", "-shm"):
                 Path(f"{path}{extra}").unlink(missing_ok=True)
@@ -210,7 +267,12 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--pg-url",
         default=DEFAULT_PG,
-        help="maintenance database used to create/drop the scratch databases",
+        help="maintenance database used to create/drop the PostgreSQL scratch databases",
+    )
+    parser.add_argument(
+        "--mysql-url",
+        default=DEFAULT_MYSQL,
+        help="MariaDB/MySQL server (and account) that creates/drops its scratch databases",
     )
     return parser
 

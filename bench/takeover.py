@@ -1,6 +1,6 @@
 """Takeover after ``kill -9`` of a run's owner: SIGKILL -> another worker resumes it.
 
-    python bench/takeover.py [--trials 20] [--db postgresql,sqlite] [--ttl 3] [--renew 1]
+    python bench/takeover.py [--trials 20] [--db postgresql,sqlite,mysql] [--ttl 3] [--renew 1]
 
 Two ``manage.py weft_worker`` processes share a scratch database. Each trial
 starts a run of ``it.steps`` whose second step naps (60 s on its first
@@ -134,11 +134,11 @@ def main() -> None:
         return
 
     bound = args.ttl + 3 * args.renew
-    scratch = Scratch("takeover", keep=args.keep, pg_url=args.pg_url)
+    scratch = Scratch("takeover", keep=args.keep, pg_url=args.pg_url, mysql_url=args.mysql_url)
     rows, per_trial = [], []
     try:
         for db in args.db.split(","):
-            url = scratch.postgres() if db == "postgresql" else scratch.sqlite()
+            url = scratch.database(db)
             scratch.migrate(url)
             argv = [
                 sys.executable,

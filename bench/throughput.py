@@ -1,12 +1,16 @@
-"""Throughput: N worker processes, R runs of an S-step no-op workflow, on PostgreSQL.
+"""Throughput: N worker processes, R runs of an S-step no-op workflow, per database.
 
     python bench/throughput.py [--runs 1000] [--steps 10] [--workers 2] [--concurrency 4]
+                               [--db postgresql,mysql]
 
 All runs are stored first (``weft.start``), then the workers start together;
 the measured window is the database's own record of the work: from the first
 run's ``started_at`` to the last run's ``finished_at``. Reports completions/s
 and steps/s (docs/benchmarks.md: at least 3x DBOS Transact's steps/s on the same
-database and machine, measured in one run).
+database and machine, measured in one run). ``--db`` lists the databases
+weft_django runs on (``postgresql``, ``mysql``, ``sqlite``; default
+PostgreSQL), one after the other, each in a child process of this script
+(``--child``: Django is configured once per process).
 
 The DBOS Transact run (optional, separate database) needs the ``dbos``
 package: in this interpreter, or in the one named by ``--dbos-python`` /
@@ -21,6 +25,8 @@ measured the same way (first ``started_at_epoch_ms`` to last
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
+    DATABASES,
     REPO,
     Scratch,
     Workers,
@@ -83,15 +90,16 @@ DBOS_APP = textwrap.dedent(
 )
 
 
-def run_weft(args, scratch: Scratch) -> dict[str, float]:
-    url = scratch.postgres("_weft")
-    scratch.migrate(url)
-    timing = {
-        "WEFT_CLAIM_TTL": "30",
-        "WEFT_CLAIM_RENEW_INTERVAL": "5",
-        "WEFT_TICK_INTERVAL": "0.25",
-    }
-    setup_django(url, **timing)
+TIMING = {
+    "WEFT_CLAIM_TTL": "30",
+    "WEFT_CLAIM_RENEW_INTERVAL": "5",
+    "WEFT_TICK_INTERVAL": "0.25",
+}
+
+
+def child(url: str, args) -> None:
+    """Measure weft_django on the (migrated, empty) database at ``url``."""
+    setup_django(url, **TIMING)
     from django.db.models import Max, Min
 
     import weft_django as weft
@@ -105,7 +113,7 @@ def run_weft(args, scratch: Scratch) -> dict[str, float]:
     workers = Workers(url)
     try:
         for index in range(args.workers):
-            workers.start(f"w{index}", concurrency=args.concurrency, **timing)
+            workers.start(f"w{index}", concurrency=args.concurrency, **TIMING)
         done = wait_for(
             lambda: WorkflowRun.objects.filter(status=RunStatus.COMPLETED).count() == args.runs,
             args.timeout,
@@ -120,7 +128,21 @@ def run_weft(args, scratch: Scratch) -> dict[str, float]:
     steps = WorkflowEvent.objects.filter(kind="step").count()
     assert steps == args.runs * args.steps, steps
     engines = WorkflowEvent.objects.values("engine_id").distinct().count()
-    return {"seconds": seconds, "enqueue_s": enqueue_s, "steps": steps, "engines": engines}
+    result = {"seconds": seconds, "enqueue_s": enqueue_s, "steps": steps, "engines": engines}
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_weft(args, scratch: Scratch, vendor: str) -> dict[str, float]:
+    url = scratch.database(vendor, "_weft")
+    scratch.migrate(url)
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", url]
+    for option in ("runs", "steps", "workers", "concurrency", "timeout"):
+        argv += [f"--{option}", str(getattr(args, option))]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise SystemExit(f"measurement failed on {vendor}:\n{done.stdout}\n{done.stderr}")
 
 
 def find_dbos_python(args) -> tuple[str | None, str]:
@@ -211,24 +233,33 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=4, help="executor threads per worker")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--db", default="postgresql", help="postgresql, mysql, sqlite (a list)")
     parser.add_argument("--dbos-python", default=None, help="interpreter that has dbos")
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS Transact run")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child, args)
+        return
+    vendors = args.db.split(",")
+    unknown = [vendor for vendor in vendors if vendor not in DATABASES]
+    if unknown:
+        parser.error(f"unknown --db {', '.join(unknown)}: use {', '.join(DATABASES)}")
 
-    scratch = Scratch("throughput", keep=args.keep, pg_url=args.pg_url)
+    scratch = Scratch("throughput", keep=args.keep, pg_url=args.pg_url, mysql_url=args.mysql_url)
     rows = []
     note = ""
     try:
-        weft_result = run_weft(args, scratch)
-        rows.append(("weft_django", weft_result))
-        if args.no_dbos:
-            note = "DBOS Transact run skipped (--no-dbos)."
+        for vendor in vendors:
+            rows.append((f"weft_django, {DATABASES[vendor]}", run_weft(args, scratch, vendor)))
+        if args.no_dbos or "postgresql" not in vendors:
+            note = "DBOS Transact run skipped (--no-dbos, or no PostgreSQL in --db)."
         else:
             python, why = find_dbos_python(args)
             if python is None:
                 note = why
             else:
-                rows.append(("DBOS Transact", run_dbos(args, scratch, python)))
+                rows.append(("DBOS Transact, PostgreSQL", run_dbos(args, scratch, python)))
     finally:
         scratch.drop_all()
         if _SCRATCH_DIR:
@@ -237,7 +268,7 @@ def main() -> None:
     cpu = os.cpu_count()
     print(
         f"\nthroughput: {args.workers} worker processes x {args.concurrency} threads, "
-        f"{args.runs} runs x {args.steps} no-op steps, PostgreSQL, {cpu} CPU(s)"
+        f"{args.runs} runs x {args.steps} no-op steps, {cpu} CPU(s)"
     )
     table = []
     for name, result in rows:
@@ -255,10 +286,12 @@ def main() -> None:
     print_table(
         ["system", "steps", "processes used", "window (s)", "completions/s", "steps/s"], table
     )
-    if len(table) == 2:
-        ratio = table[0][5] / table[1][5]
+    weft_pg = [row for row in table if row[0] == "weft_django, PostgreSQL"]
+    dbos = [row for row in table if row[0].startswith("DBOS")]
+    if weft_pg and dbos:
+        ratio = weft_pg[0][5] / dbos[0][5]
         verdict = "meets" if ratio >= 3 else "MISSES"
-        print(f"weft_django / DBOS steps/s = {ratio:.2f}x ({verdict} the >= 3x target)")
+        print(f"weft_django / DBOS steps/s, PostgreSQL = {ratio:.2f}x ({verdict} the >= 3x target)")
     if note:
         print(note)
     print(f"command: cd {REPO} && {command_line()}")

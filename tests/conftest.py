@@ -41,12 +41,31 @@ def services_required() -> bool:
     return os.environ.get("CI") == "true" or os.environ.get("WEFT_REQUIRE_SERVICES") == "1"
 
 
+# Vendor markers: a test (or module) marked ``postgres`` and/or ``mysql`` runs
+# only on those databases, in that pass of bin/test; the marks closest to the
+# test win (a PostgreSQL-only test in a module marked for both).
+VENDOR_MARKERS = {
+    "postgres": ("postgresql", "PostgreSQL", "DATABASE_URL=postgres://..."),
+    "mysql": ("mysql", "MariaDB/MySQL", "DATABASE_URL=mysql://..."),
+}
+
+
+def _vendor_marks(item: pytest.Item) -> list[str]:
+    node: pytest.Item | pytest.Collector | None = item
+    while node is not None:
+        marks = [mark.name for mark in node.own_markers if mark.name in VENDOR_MARKERS]
+        if marks:
+            return marks
+        node = node.parent
+    return []
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("postgres") and _vendor() != "postgresql":
-        pytest.skip(
-            "needs PostgreSQL: runs in the PostgreSQL pass of bin/test "
-            "(DATABASE_URL=postgres://...)"
-        )
+    marks = _vendor_marks(item)
+    if marks and _vendor() not in {VENDOR_MARKERS[mark][0] for mark in marks}:
+        needs = " or ".join(VENDOR_MARKERS[mark][1] for mark in marks)
+        passes = ", ".join(VENDOR_MARKERS[mark][2] for mark in marks)
+        pytest.skip(f"needs {needs}: runs in that pass of bin/test ({passes})")
     if item.get_closest_marker("redis") and _redis_problem() is not None:
         if services_required():
             pytest.fail(f"{_redis_problem()}; CI must run the Celery tests")

@@ -134,3 +134,38 @@ class TestConstraints:
         claim = ClaimFactory()
         with pytest.raises(ProtectedError):
             claim.holder.delete()
+
+
+@pytest.mark.mysql
+def test_mysql_tables_compare_text_exactly_and_keep_their_foreign_keys(db: None) -> None:
+    """Migration 0005 re-creates the foreign keys it had to drop to change collations."""
+    from django.apps import apps
+    from django.db import connection
+
+    from weft_django.models import mysql_collation
+
+    models = list(apps.get_app_config("weft_django").get_models())
+    tables = [model._meta.db_table for model in models]
+    expected = {
+        (model._meta.db_table, field.column, field.related_model._meta.db_table)
+        for model in models
+        for field in model._meta.local_fields
+        if field.is_relation
+    }
+    marks = ", ".join(["%s"] * len(tables))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT TABLE_NAME, COLUMN_NAME, REFERENCED_TABLE_NAME "
+            "FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = DATABASE() "
+            f"AND TABLE_NAME IN ({marks}) AND REFERENCED_TABLE_NAME IS NOT NULL",
+            tables,
+        )
+        assert set(cursor.fetchall()) == expected
+        cursor.execute(
+            "SELECT DISTINCT COLLATION_NAME FROM information_schema.COLUMNS "
+            f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
+            "AND DATA_TYPE IN ('char', 'varchar')",
+            tables,
+        )
+        assert cursor.fetchall() == ((mysql_collation(connection),),)
+    assert len(expected) == 5

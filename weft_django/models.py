@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -318,3 +319,11 @@ def db_for(using: str | None = None) -> str:
     fences are written in one transaction.
     """
     return using if using is not None else router.db_for_write(WorkflowRun)
+
+
+def mysql_collation(connection: BaseDatabaseWrapper) -> str:
+    """The collation of weft's text columns on MySQL/MariaDB: binary and without
+    padding, so ids and names compare exactly as on PostgreSQL and SQLite (the
+    server defaults ignore case, accents and trailing spaces: "Order-1",
+    "order-1" and "order-1 " would be one workflow id there)."""
+    return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"

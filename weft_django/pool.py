@@ -138,26 +138,40 @@ def close_connections() -> None:
             conn.close()
 
 
+# How each database ends a session left idle inside a transaction; MySQL 8 has no
+# such setting (only ``wait_timeout``, for sessions idle outside transactions).
+IDLE_IN_TRANSACTION = {
+    "postgresql": lambda seconds: (
+        "SET idle_in_transaction_session_timeout = %s",
+        [f"{int(seconds * 1000)}ms"],
+    ),
+    "mariadb": lambda seconds: (
+        "SET SESSION idle_transaction_timeout = %s",
+        [max(1, round(seconds))],
+    ),
+}
+
+
 def end_idle_transactions(using: str, seconds: float) -> Callable[[], None]:
-    """Have PostgreSQL end any session of this process that sits idle inside a
-    transaction for longer than ``seconds`` (``idle_in_transaction_session_timeout``).
+    """Have the server end any session of this process that sits idle inside a
+    transaction for longer than ``seconds`` (PostgreSQL, MariaDB).
 
     A worker frozen inside a transaction (SIGSTOP, a GC pause, a stalled VM)
     keeps the row locks of that transaction; this bounds how long, so its runs
     can be taken over. Applied to every connection of ``using`` this process
     opens from now on, and to the calling thread's open one. Returns the undo.
     """
-    statement = "SET idle_in_transaction_session_timeout = %s"
-    value = f"{int(seconds * 1000)}ms"
 
     def configure(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
-        if connection.alias == using and connection.vendor == "postgresql":
+        flavour = "mariadb" if getattr(connection, "mysql_is_mariadb", False) else connection.vendor
+        if connection.alias == using and flavour in IDLE_IN_TRANSACTION:
+            statement, params = IDLE_IN_TRANSACTION[flavour](seconds)
             with connection.cursor() as cursor:
-                cursor.execute(statement, [value])
+                cursor.execute(statement, params)
 
     uid = f"weft-idle-in-transaction-{using}"
     connection_created.connect(configure, dispatch_uid=uid, weak=False)
     current = connections[using]
-    if current.vendor == "postgresql" and current.connection is not None:
+    if current.connection is not None:
         configure(None, current)
     return lambda: connection_created.disconnect(dispatch_uid=uid)

@@ -42,14 +42,17 @@ def database_url(settings_dict: Mapping[str, Any]) -> str:
     name = str(settings_dict["NAME"])
     if engine.endswith("sqlite3"):
         return f"sqlite:///{Path(name).resolve()}"
-    if "postgresql" in engine:
-        user = quote(settings_dict.get("USER") or "", safe="")
-        password = quote(settings_dict.get("PASSWORD") or "", safe="")
-        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-        host = settings_dict.get("HOST") or "127.0.0.1"
-        port = settings_dict.get("PORT") or 5432
-        return f"postgres://{auth}{host}:{port}/{quote(name, safe='')}"
-    raise ValueError(f"no DATABASE_URL for engine {engine!r}")
+    servers = {"postgresql": ("postgres", 5432), "mysql": ("mysql", 3306)}
+    vendor = "postgresql" if "postgresql" in engine else engine.rsplit(".", 1)[-1]
+    if vendor not in servers:
+        raise ValueError(f"no DATABASE_URL for engine {engine!r}")
+    scheme, default_port = servers[vendor]
+    user = quote(settings_dict.get("USER") or "", safe="")
+    password = quote(settings_dict.get("PASSWORD") or "", safe="")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or default_port
+    return f"{scheme}://{auth}{host}:{port}/{quote(name, safe='')}"
 
 
 def worker_env(db_url: str, *, settings: str = IT_SETTINGS, **overrides: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from weft_django.exceptions import (
     OwnershipModeMismatchError,
     WeftConfigurationError,
 )
-from weft_django.models import OwnershipMarker
+from weft_django.models import OwnershipMarker, mysql_collation
 from weft_django.ownership import gates
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.gates import (
@@ -216,3 +216,75 @@ def test_gates_use_the_settings_passed_in(db, weft_settings):
     state = run_boot_gates(passed)
     assert (state.mode, state.established_now) == ("lease", True)
     assert marker_row()[0] == "lease"
+
+
+# -- MariaDB/MySQL: what the capability gate checks there ------------------------------
+
+
+def _gate_refuses(mode: str = "workflow-lease") -> str:
+    with pytest.raises(WeftConfigurationError) as excinfo:
+        run_boot_gates(engine_id="engine-1")
+    assert not OwnershipMarker.objects.exists()  # gate 1 failed before gate 2
+    return str(excinfo.value)
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db(transaction=True)  # ALTER TABLE commits on MySQL
+def test_mysql_gate_refuses_a_myisam_table(weft_settings):
+    table = OwnershipMarker._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} ENGINE=MyISAM")
+    try:
+        message = _gate_refuses()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} ENGINE=InnoDB")
+    assert f"{table} (MyISAM)" in message
+    assert "ENGINE=InnoDB" in message and "'workflow-lease'" in message
+    assert run_boot_gates(engine_id="engine-1").established_now  # InnoDB again: it passes
+
+
+@pytest.mark.mysql
+def test_mysql_gate_refuses_reads_of_uncommitted_data(db, weft_settings):
+    with connection.cursor() as cursor:
+        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+    try:
+        message = _gate_refuses()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    assert "READ-UNCOMMITTED" in message and "READ COMMITTED" in message
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("level", ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"])
+def test_mysql_gate_accepts_read_committed_and_stronger(db, weft_settings, level):
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
+    try:
+        assert gates.mysql_problems(connection) == []
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db(transaction=True)
+def test_mysql_gate_refuses_ids_compared_without_case(weft_settings):
+    column = "workflow_name"
+    table = "weft_django_workflowrun"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"ALTER TABLE {table} MODIFY {column} varchar(255) "
+            "CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL"
+        )
+    try:
+        message = _gate_refuses()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"ALTER TABLE {table} MODIFY {column} varchar(255) "
+                f"CHARACTER SET utf8mb4 COLLATE {mysql_collation(connection)} NOT NULL"
+            )
+    assert f"{table}.{column}" in message and "migrate weft_django" in message
+    assert gates.mysql_problems(connection) == []

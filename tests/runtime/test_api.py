@@ -56,6 +56,18 @@ def test_start_stores_a_pending_run(db: None) -> None:
     assert not Claim.objects.filter(workflow_id="a1").exists()
 
 
+def test_ids_differing_in_case_accents_or_trailing_spaces_are_distinct_runs(db: None) -> None:
+    ids = ["order-1", "Order-1", "order-1 ", "ordér-1", "order-\U0001f600"]
+    for index, workflow_id in enumerate(ids):
+        weft.start("tests.echo", index, workflow_id=workflow_id)
+    assert {run.pk: run.args for run in WorkflowRun.objects.all()} == {
+        workflow_id: [index] for index, workflow_id in enumerate(ids)
+    }
+    assert WorkflowRun.objects.filter(pk="order-1").get().args == [0]
+    with pytest.raises(weft.WorkflowAlreadyExistsError):
+        weft.start("tests.echo", workflow_id="Order-1")
+
+
 def test_start_by_function_and_generated_id(driver: WorkflowDriver) -> None:
     handle = weft.start(workflows.echo, x=1)
     assert len(handle.id) == 32

@@ -52,6 +52,20 @@ def test_signal_of_another_name_does_not_wake_the_wait(driver: WorkflowDriver) -
     assert WorkflowSignal.objects.get(run_id="sg3").consumed_at is None
 
 
+def test_names_and_signal_ids_match_exactly(driver: WorkflowDriver) -> None:
+    """Case, accents and trailing spaces count on every database (MariaDB/MySQL's
+    default collations ignore them: weft's tables use a binary one there)."""
+    weft.start("tests.collect_signals", "approve", 1, workflow_id="sg-exact")
+    for name in ("Approve", "approve ", "appröve"):
+        weft.signal("sg-exact", name, name)
+    weft.signal("sg-exact", "approve", "a", signal_id="Id-1")
+    weft.signal("sg-exact", "approve", "b", signal_id="id-1")  # another signal id
+    assert WorkflowSignal.objects.filter(run_id="sg-exact").count() == 5
+    assert driver.run_until_idle() == {"completed": 1}
+    assert weft.result("sg-exact", timeout=0) == ["a"]
+    assert WorkflowSignal.objects.filter(run_id="sg-exact", consumed_at__isnull=True).count() == 4
+
+
 def test_duplicate_signal_id_is_a_no_op(driver: WorkflowDriver) -> None:
     weft.start("tests.collect_signals", "item", 2, workflow_id="sg4")
     weft.signal("sg4", "item", "first", signal_id="dedupe-1")

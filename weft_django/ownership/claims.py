@@ -17,15 +17,15 @@ import threading
 import time
 from datetime import datetime
 
-from django.db import IntegrityError, OperationalError, connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.db.models import F
-from django.db.models.functions import Now
+from django.db.models.constants import OnConflict
 
 from ..conf import Timing, get_settings
 from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
 from ..models import Claim, Engine, EngineStatus, db_for
 from . import metrics
-from .clock import NOW_SQL, Clock, db_now, seconds
+from .clock import NOW_SQL, Clock, DbNow, db_now, seconds
 from .cooldown import Cooldown
 from .locks import PASS_LOCK_WAIT, bounded_lock_wait, is_lock_failure
 from .results import (
@@ -199,37 +199,32 @@ class ClaimRegistry:
             return self._won(workflow_id, expected_epoch + 1, takeover=False)
         return self._lost_race(workflow_id)
 
-    def _stamp(self) -> datetime | Now:
+    def _stamp(self) -> datetime | DbNow:
         """``claimed_at``: bookkeeping, never judged, so the database's own ``now``
         in the statement itself (no clock read) unless a test injected a clock."""
-        return self._clock() if self._clock is not None else Now()
+        return self._clock() if self._clock is not None else DbNow()
 
     def _insert_first_claim(self, workflow_id: str) -> bool:
-        """Epoch 1 for a workflow id that never had a claim: one statement,
-        ``ON CONFLICT DO NOTHING`` (False when another engine inserted first)."""
+        """Epoch 1 for a workflow id that never had a claim: one INSERT that does
+        nothing on a duplicate key (False when another engine inserted first).
+
+        Django's own per-vendor spelling of "ignore the conflict":
+        ``ON CONFLICT DO NOTHING`` (PostgreSQL), ``INSERT OR IGNORE`` (SQLite),
+        ``INSERT IGNORE`` (MySQL/MariaDB).
+        """
         connection = connections[self.using]
-        if connection.vendor not in ("postgresql", "sqlite"):
-            try:
-                with transaction.atomic(using=self.using):
-                    Claim.objects.using(self.using).create(
-                        workflow_id=workflow_id,
-                        epoch=1,
-                        holder_id=self.engine_id,
-                        claimed_at=self._clock() if self._clock else self.now(),
-                    )
-            except IntegrityError:
-                return False
-            return True
-        quote = connection.ops.quote_name
+        ops = connection.ops
         if self._clock is not None:
-            stamp, params = "%s", [connection.ops.adapt_datetimefield_value(self._clock())]
+            stamp, params = "%s", [ops.adapt_datetimefield_value(self._clock())]
         else:
             stamp, params = NOW_SQL[connection.vendor].replace("%", "%%"), []
+        on_conflict = ops.on_conflict_suffix_sql([], OnConflict.IGNORE, [], [])
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {quote(Claim._meta.db_table)} "
+                f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} "
+                f"{ops.quote_name(Claim._meta.db_table)} "
                 f"(workflow_id, epoch, holder_id, claimed_at) VALUES (%s, 1, %s, {stamp}) "
-                "ON CONFLICT (workflow_id) DO NOTHING",
+                f"{on_conflict}",
                 [workflow_id, self.engine_id, *params],
             )
             return cursor.rowcount == 1

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import connections
+from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
 from ..models import db_for
@@ -13,11 +15,21 @@ from ..models import db_for
 Clock = Callable[[], datetime]
 
 # The SQL for "now" on each backend, as a statement of its own or inside another.
+# MySQL/MariaDB: UTC_TIMESTAMP, not NOW()/CURRENT_TIMESTAMP, which are in the
+# session's time zone while Django stores naive UTC datetimes there.
 NOW_SQL = {
     "postgresql": "clock_timestamp()",
     "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')",
     "mysql": "UTC_TIMESTAMP(6)",
 }
+
+
+class DbNow(Now):
+    """Django's ``Now()`` (the database's own now, inside the statement), in UTC
+    on MySQL/MariaDB too, whatever the session's ``time_zone``."""
+
+    def as_mysql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        return self.as_sql(compiler, connection, template=NOW_SQL["mysql"], **extra_context)
 
 
 def db_now(using: str | None = None) -> datetime:

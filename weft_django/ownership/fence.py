@@ -1,8 +1,10 @@
 """Fenced writes: a transaction that first proves this engine still owns the run.
 
-The proof is a row lock on the claim (PostgreSQL: ``FOR SHARE``, which any
-takeover or revocation UPDATE must wait for) or, on databases without row
-locks, a no-op conditional UPDATE that takes the write lock. Either way the
+The proof is a locking read of the fence row (the run's claim, or the global
+lease), held to commit, which any takeover or revocation UPDATE of that row
+must wait for; a locking read always sees the latest committed row, so an
+owner that lost the claim sees it. Databases without row locks (SQLite) run a
+no-op conditional UPDATE that takes the write lock instead. Either way the
 check and every write after it commit together or not at all; a failed check
 raises :class:`~weft_django.exceptions.EngineDeposedError` and rolls back
 everything done inside the block, user ORM writes included.
@@ -22,6 +24,17 @@ from django.db.models import F
 from ..exceptions import EngineDeposedError
 from ..models import Claim, GlobalLease, UpdateRequest, WorkflowEvent, WorkflowRun, db_for
 
+# The locking read that proves a fence row, per vendor and row. MySQL/MariaDB
+# lock the claim exclusively: a fenced transaction may release the claim
+# before it commits (the terminal commit), and upgrading a shared lock to that
+# UPDATE deadlocks with a revocation already queued on the row. The global
+# lease row is shared by every run of mode ``lease``: a shared lock, so the
+# holder's turns do not queue behind each other. (MariaDB has no ``FOR SHARE``.)
+LOCKING_READS = {
+    "postgresql": {Claim: "FOR SHARE", GlobalLease: "FOR SHARE"},
+    "mysql": {Claim: "FOR UPDATE", GlobalLease: "LOCK IN SHARE MODE"},
+}
+
 
 def _holds(
     using: str,
@@ -32,13 +45,14 @@ def _holds(
     epoch: int,
 ) -> bool:
     connection = connections[using]
-    if connection.vendor == "postgresql":
+    locking = LOCKING_READS.get(connection.vendor)
+    if locking is not None:
         table = connection.ops.quote_name(model._meta.db_table)
         column = connection.ops.quote_name(model._meta.get_field(key).column)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT 1 FROM {table} WHERE {column} = %s AND holder_id = %s "
-                "AND epoch = %s FOR SHARE",
+                f"AND epoch = %s {locking[model]}",
                 [value, engine_id, epoch],
             )
             return cursor.fetchone() is not None
@@ -100,11 +114,13 @@ def fenced_insert(
 
     ``rows`` are tuples in :data:`EVENT_COLUMNS` order with JSON already
     encoded as text. The claim check is part of the INSERT: on PostgreSQL a
-    ``FOR SHARE`` lock in a CTE (a concurrent takeover waits, or we see its
-    result and insert nothing); on SQLite the statement runs under the
-    database's single write lock. Returns True when inserted, False when this
-    engine no longer holds the claim at ``epoch``, None when the backend has
-    no single-statement form (use :func:`fenced`).
+    ``FOR SHARE`` lock in a CTE, on MySQL/MariaDB a ``LOCK IN SHARE MODE`` join
+    of the claim row (a concurrent takeover waits, or we see its result and
+    insert nothing; without the lock clause MySQL's INSERT ... SELECT reads the
+    claim as a snapshot under READ COMMITTED); on SQLite the statement runs
+    under the database's single write lock. Returns True when inserted, False
+    when this engine no longer holds the claim at ``epoch``, None when the
+    backend has no single-statement form (use :func:`fenced`).
     """
     connection = connections[using]
     quote = connection.ops.quote_name
@@ -137,19 +153,25 @@ def fenced_insert(
         )
     elif connection.vendor == "sqlite" and mark_running is None:
         one = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
-        for row in rows:
-            params.extend(
-                value
-                if not isinstance(value, datetime)
-                else str(connection.ops.adapt_datetimefield_value(value))
-                for value in row
-            )
+        params.extend(_adapted(connection, rows))
         params.extend([workflow_id, engine_id, epoch])
         sql = (
             f"INSERT INTO {event_table} ({columns}) "
             f"SELECT * FROM (VALUES {', '.join([one] * len(rows))}) "
             f"WHERE EXISTS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
             "AND holder_id = %s AND epoch = %s)"
+        )
+    elif connection.vendor == "mysql" and mark_running is None:
+        # A derived table of SELECTs (MariaDB and MySQL spell VALUES rows apart).
+        first = ", ".join(f"%s AS c{index}" for index in range(len(EVENT_COLUMNS)))
+        more = " UNION ALL SELECT " + ", ".join(["%s"] * len(EVENT_COLUMNS))
+        params.extend(_adapted(connection, rows))
+        params.extend([workflow_id, engine_id, epoch])
+        sql = (
+            f"INSERT INTO {event_table} ({columns}) "
+            f"SELECT v.* FROM (SELECT {first}{more * (len(rows) - 1)}) AS v "
+            f"CROSS JOIN {claim_table} AS fence WHERE fence.workflow_id = %s "
+            "AND fence.holder_id = %s AND fence.epoch = %s LOCK IN SHARE MODE"
         )
     else:
         return None
@@ -161,6 +183,16 @@ def fenced_insert(
     if inserted == 0:
         return False
     raise DatabaseError(f"fenced insert wrote {inserted} of {len(rows)} events")
+
+
+def _adapted(connection: Any, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
+    """Row values as query parameters, datetimes as the backend stores them."""
+    for row in rows:
+        for value in row:
+            if isinstance(value, datetime):
+                yield str(connection.ops.adapt_datetimefield_value(value))
+            else:
+                yield value
 
 
 def fenced_finish(

@@ -1,6 +1,8 @@
 """Boot gates (docs/ownership.md): run before any claim, recovery or poll.
 
-1. Storage capability: atomic conditional writes inside transactions.
+1. Storage capability: atomic conditional writes inside transactions (on
+   MySQL/MariaDB also: InnoDB tables, reads of committed data only, and ids
+   compared exactly).
 2. The store-wide ownership-mode marker: establish it (first engine wins),
    or match it; never overwrite it.
 3. Timing coherence: the settings checks of :mod:`weft_django.conf`.
@@ -15,7 +17,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.apps import apps
 from django.db import IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import MODES, WeftSettings, get_settings
 from ..exceptions import (
@@ -24,7 +28,7 @@ from ..exceptions import (
     OwnershipModeMismatchError,
     WeftConfigurationError,
 )
-from ..models import OwnershipMarker, db_for
+from ..models import OwnershipMarker, db_for, mysql_collation
 from .clock import as_aware, db_now
 
 logger = logging.getLogger("weft_django.ownership")
@@ -46,9 +50,74 @@ def check_capability(mode: str, *, using: str = "default") -> None:
         raise WeftConfigurationError(
             f"Ownership mode {mode!r} needs a database with atomic conditional writes in "
             f"transactions, but {connection.vendor!r} (alias {using!r}) does not provide "
-            f"them. Use PostgreSQL or SQLite, or set WEFT['OWNERSHIP'] = 'none' for a "
-            "single worker."
+            f"them. Use PostgreSQL, MySQL/MariaDB with InnoDB, or SQLite, or set "
+            "WEFT['OWNERSHIP'] = 'none' for a single worker."
         )
+    problems = mysql_problems(connection) if connection.vendor == "mysql" else []
+    if problems:
+        raise WeftConfigurationError(
+            f"Ownership mode {mode!r} cannot run on this MySQL/MariaDB database (alias "
+            f"{using!r}): " + " ".join(problems)
+        )
+
+
+# The isolation levels weft runs under on MySQL/MariaDB: all but READ UNCOMMITTED,
+# whose plain reads see rows that may still roll back (a run whose start() is undone).
+MYSQL_ISOLATION_LEVELS = ("READ-COMMITTED", "REPEATABLE-READ", "SERIALIZABLE")
+
+
+def mysql_problems(connection: BaseDatabaseWrapper) -> list[str]:
+    """Why weft's tables on this MySQL/MariaDB connection cannot be fenced (empty: fine).
+
+    InnoDB tables (MyISAM and Aria have no transactions or row locks: a fenced
+    write could half-commit), an isolation level of READ COMMITTED or stronger
+    (Django's default), and text columns in the binary collation of migration
+    0005 (the server defaults make "Order-1" and "order-1" one workflow id).
+    """
+    tables = [model._meta.db_table for model in apps.get_app_config("weft_django").get_models()]
+    marks = ", ".join(["%s"] * len(tables))
+    variable = "tx_isolation" if connection.mysql_is_mariadb else "transaction_isolation"
+    collation = mysql_collation(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES "
+            f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
+            "AND ENGINE <> 'InnoDB' ORDER BY TABLE_NAME",
+            tables,
+        )
+        engines = cursor.fetchall()
+        cursor.execute(
+            "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
+            f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
+            "AND DATA_TYPE IN ('char', 'varchar') AND COLLATION_NAME <> %s "
+            "ORDER BY TABLE_NAME, COLUMN_NAME",
+            [*tables, collation],
+        )
+        collations = cursor.fetchall()
+        cursor.execute(f"SELECT @@SESSION.{variable}")
+        isolation = str(cursor.fetchone()[0]).upper().replace(" ", "-")
+    problems = []
+    if engines:
+        listed = ", ".join(f"{table} ({engine})" for table, engine in engines)
+        problems.append(
+            f"These tables do not use InnoDB, the storage engine with transactions and "
+            f"row locks that fencing needs: {listed}. Convert each one with "
+            "'ALTER TABLE <table> ENGINE=InnoDB', and make InnoDB the default_storage_engine."
+        )
+    if isolation not in MYSQL_ISOLATION_LEVELS:
+        problems.append(
+            f"The session's isolation level is {isolation}, whose reads see uncommitted "
+            "rows; use READ COMMITTED (Django's default: remove the 'isolation_level' "
+            "option), REPEATABLE READ or SERIALIZABLE."
+        )
+    if collations:
+        listed = ", ".join(f"{table}.{column}" for table, column in collations)
+        problems.append(
+            f"These columns are not in collation {collation}, so ids and names in them "
+            f"do not compare exactly: {listed}. "
+            "Run 'manage.py migrate weft_django' (migration 0005 converts them)."
+        )
+    return problems
 
 
 def _table() -> str:

@@ -22,7 +22,7 @@ from ..conf import WeftSettings, get_settings
 from ..exceptions import PayloadError
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import metrics
-from ..ownership.clock import Clock, db_now
+from ..ownership.clock import NOW_SQL, Clock, db_now
 from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id
 from ..ownership.modes import ownership_for
 from ..ownership.results import Acquired, ClaimResult, LostRace
@@ -127,13 +127,12 @@ class WorkflowEngine:
         return base + self.time_offset
 
     def db_stamp(self) -> str | None:
-        """SQL for "now" when the engine runs on PostgreSQL's clock itself (no
-        injected clock, no test time offset); None otherwise."""
+        """SQL for "now" when the engine runs on the database clock itself (no
+        injected clock, no test time offset); None otherwise. Whether a write
+        can use it in one statement is the fence's per-vendor business."""
         if self._clock is not None or self.time_offset:
             return None
-        if connections[self.using].vendor != "postgresql":
-            return None
-        return "clock_timestamp()"
+        return NOW_SQL.get(connections[self.using].vendor)
 
     # -- claims -----------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models.functions import Now
 
 from ..exceptions import (
     WorkflowBusyError,
@@ -34,7 +33,7 @@ from ..models import (
     WorkflowRun,
     db_for,
 )
-from ..ownership.clock import db_now
+from ..ownership.clock import DbNow, db_now
 from ..ownership.locks import OPERATOR_LOCK_WAIT, bounded_lock_wait, busy_as_typed_error
 from ..ownership.revoke import revoke_statement
 from .inbox import close_open_requests, status_of
@@ -81,7 +80,7 @@ def new_run(
     using = db_for(using)
     if now is None and (start_at is not None or definition.timeout is not None):
         now = db_now(using)
-    stamp: datetime | Now = now if now is not None else Now()
+    stamp: datetime | DbNow = now if now is not None else DbNow()
     scheduled = start_at is not None and now is not None and start_at > now
     timeout_at = None
     if definition.timeout is not None and now is not None:

@@ -111,9 +111,13 @@ class WorkflowLeaseOwnership(Ownership):
                 if isinstance(self.claims.acquire(run_id, expected_epoch=epoch), Acquired)
             ]
 
-        if connections[self.using].features.has_select_for_update_skip_locked:
+        features = connections[self.using].features
+        if features.has_select_for_update_skip_locked:
+            # OF: lock the run rows only (MariaDB has no OF; there the lock of
+            # the outer query block covers the run rows alone anyway).
+            of = ("self",) if features.has_select_for_update_of else ()
             with transaction.atomic(using=self.using):
-                locked = query.select_for_update(skip_locked=True, of=("self",))
+                locked = query.select_for_update(skip_locked=True, of=of)
                 return acquire(list(locked.values_list("pk", "claim_epoch")[:capacity]))
         return acquire(list(query.values_list("pk", "claim_epoch")[:capacity]))
 

@@ -20,7 +20,7 @@ from weft_django.testing import WorkflowDriver
 
 from .conftest import expire_lease, send
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.mysql, pytest.mark.django_db(transaction=True)]
 
 CALLERS = 10
 

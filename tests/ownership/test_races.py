@@ -1,4 +1,5 @@
-"""Real races on PostgreSQL: threads and OS processes on separate connections.
+"""Real races on PostgreSQL and MariaDB/MySQL: threads and OS processes on
+separate connections, and fenced writes held up by (or holding up) real row locks.
 
 Every engine here uses the database clock (no FakeClock), and leases are put in
 the past explicitly in the database. Each test thread closes its connection.
@@ -11,7 +12,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from tests.concurrency import run_concurrently
+from tests.concurrency import in_thread, run_concurrently, wait_until_blocked_on_a_lock
+from tests.integration.helpers import database_url
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError
 from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, WorkflowRun
@@ -30,7 +31,7 @@ from weft_django.ownership.engines import register_engine
 from weft_django.ownership.fence import fenced, fenced_insert
 from weft_django.ownership.results import Acquired, LostRace, NotExpired
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.mysql, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 THREADS = 8
@@ -97,19 +98,13 @@ connection.close()
 """
 
 
-def database_url() -> str:
-    s = connection.settings_dict  # NAME is the pytest test database here
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 def race_processes(engine_ids: list[str], operation: str, workflow_id: str) -> list[dict]:
     """One OS process per engine, all released at once, each calling
     ``ClaimRegistry(engine).<operation>(workflow_id)``."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": database_url(connection.settings_dict),  # the test database
         "WEFT_OWNERSHIP": "workflow-lease",
         "WEFT_CLAIM_TTL": "30",
         "WEFT_CLAIM_RENEW_INTERVAL": "5",
@@ -299,42 +294,6 @@ def test_renew_racing_takeover_never_deposes_an_engine_that_renewed_first(engine
 # -- fenced() against a concurrent takeover ---------------------------------------------
 
 
-def wait_until_blocked_on_a_lock(box: dict[str, Any], timeout: float = 10.0) -> None:
-    """Until the backend of the thread that filled ``box`` waits on a lock."""
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            if "pid" in box:
-                cursor.execute(
-                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [box["pid"]]
-                )
-                row = cursor.fetchone()
-                if row is not None and row[0] == "Lock":
-                    return
-            assert "result" not in box and "error" not in box, f"it never blocked: {box}"
-            time.sleep(0.01)
-    raise AssertionError("the thread never waited on the lock")
-
-
-def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    box: dict[str, Any] = {}
-
-    def runner() -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                box["pid"] = cursor.fetchone()[0]
-            box["result"] = call()
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=runner)
-    thread.start()
-    return thread, box
-
-
 def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
     owner_id, rival_id = expired_owner(engines)
     inside, finish = threading.Event(), threading.Event()
@@ -415,7 +374,7 @@ def test_a_one_statement_fenced_insert_waiting_on_an_uncommitted_takeover_insert
     rival_thread, rival_box = in_thread(rival_takeover)
     assert taken.wait(10)
     owner_thread, owner_box = in_thread(owner_insert)
-    wait_until_blocked_on_a_lock(owner_box)  # FOR SHARE waits for the takeover
+    wait_until_blocked_on_a_lock(owner_box)  # the locking read waits for the takeover
     commit.set()
     rival_thread.join(10)
     owner_thread.join(10)

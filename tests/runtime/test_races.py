@@ -1,7 +1,9 @@
-"""Operator calls racing an owner's fenced checkpoint, on PostgreSQL with real locks.
+"""Operator calls racing an owner's fenced checkpoint, with real row locks
+(PostgreSQL and MariaDB/MySQL).
 
-The owner holds its claim row ``FOR SHARE`` for the whole checkpoint
-transaction; an external transition must queue behind it, not deadlock with it.
+The owner holds a lock on its claim row (PostgreSQL ``FOR SHARE``, MySQL
+``FOR UPDATE``) for the whole checkpoint transaction; an external transition
+must queue behind it, not deadlock with it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from weft_django.runtime.engine import TurnOutcome
 from . import workflows
 from .conftest import claim_of, kinds, steplog
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.mysql, pytest.mark.django_db(transaction=True)]
 
 
 def _in_thread(call: Callable[[], Any], errors: list[BaseException]) -> threading.Thread:
