@@ -12,19 +12,31 @@ from weft_django.models import WorkflowEvent
 TRIGGER = "weft_test_refuse_checkpoint"
 
 
-def _statements(run_id: str) -> tuple[list[str], list[str]]:
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _statements(run_id: str, message: str) -> tuple[list[str], list[str]]:
     table = connection.ops.quote_name(WorkflowEvent._meta.db_table)
-    literal = "'" + run_id.replace("'", "''") + "'"
+    literal, refusal = _literal(run_id), _literal(message)
     if connection.vendor == "sqlite":
         create = [
             f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} WHEN NEW.run_id = {literal} "
-            "BEGIN SELECT RAISE(ABORT, 'checkpoint refused'); END"
+            f"BEGIN SELECT RAISE(ABORT, {refusal}); END"
+        ]
+        return create, [f"DROP TRIGGER IF EXISTS {TRIGGER}"]
+    if connection.vendor == "mysql":
+        # SIGNAL raises error 1644 (ER_SIGNAL_EXCEPTION): a refusal, not a transient failure.
+        create = [
+            f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
+            f"IF NEW.run_id = {literal} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {refusal}; "
+            "END IF; END"
         ]
         return create, [f"DROP TRIGGER IF EXISTS {TRIGGER}"]
     if connection.vendor == "postgresql":
         create = [
             f"CREATE OR REPLACE FUNCTION {TRIGGER}() RETURNS trigger AS $$ BEGIN "
-            f"IF NEW.run_id = {literal} THEN RAISE EXCEPTION 'checkpoint refused'; END IF; "
+            f"IF NEW.run_id = {literal} THEN RAISE EXCEPTION {refusal}; END IF; "
             "RETURN NEW; END $$ LANGUAGE plpgsql",
             f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} FOR EACH ROW "
             f"EXECUTE FUNCTION {TRIGGER}()",
@@ -37,10 +49,12 @@ def _statements(run_id: str) -> tuple[list[str], list[str]]:
 
 
 @contextmanager
-def refused_checkpoints(run_id: str) -> Iterator[None]:
-    """Every history event insert of ``run_id`` fails in the database (a trigger),
-    in every process, until the block ends: a turn of that run is abandoned."""
-    create, drop = _statements(run_id)
+def refused_checkpoints(run_id: str, message: str = "checkpoint refused") -> Iterator[None]:
+    """Every history event insert of ``run_id`` fails in the database (a trigger
+    raising ``message``), in every process, until the block ends: a turn of that
+    run is abandoned. On MySQL/MariaDB creating a trigger commits the open
+    transaction (DDL): use it only in ``transaction=True`` tests."""
+    create, drop = _statements(run_id, message)
     with connection.cursor() as cursor:
         for sql in create:
             cursor.execute(sql)

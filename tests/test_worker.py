@@ -33,7 +33,7 @@ from weft_django.ownership.modes import WorkflowLeaseOwnership
 from weft_django.ownership.outcomes import PassResult
 from weft_django.ownership.results import LostRace
 from weft_django.runtime import registry
-from weft_django.runtime.engine import WorkflowEngine
+from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 from weft_django.runtime.passes import EnginePasses
 from weft_django.worker import Worker
 
@@ -244,6 +244,35 @@ def test_database_error_in_the_tick_and_renewal_is_retried(start_worker, monkeyp
     wait_for(lambda: passes.named("renew"), 5, "a renewal after the failed one")
     assert "tick: database error, retried next time: simulated tick failure" in caplog.text
     assert "renew: database error, retried next time: simulated renewal failure" in caplog.text
+
+
+def test_a_retry_survives_a_tick_that_fails_on_the_database(start_worker, monkeypatch):
+    """An abandoned turn waits in the retry set; a tick that takes the set and then
+    fails on the database (a terminated connection) must not lose the retry."""
+    run_id = weft.start("tw.steps", 2).id
+    state: dict[str, float] = {"abandon": 1, "fail_until": 0.0}
+    real_drive = WorkflowEngine.drive
+    real_due_runs = WorkflowLeaseOwnership.due_runs
+
+    def drive(self: WorkflowEngine, rid: str) -> TurnOutcome:
+        if rid == run_id and state["abandon"]:
+            state["abandon"], state["fail_until"] = 0, time.monotonic() + 1.5
+            # What a turn cut off by a terminated connection leaves: running, held.
+            WorkflowRun.objects.filter(pk=rid).update(status=RunStatus.RUNNING)
+            self.backoff.failed(rid)
+            return TurnOutcome.ABANDONED
+        return real_drive(self, rid)
+
+    def due_runs(self: WorkflowLeaseOwnership, *args: Any, **kwargs: Any) -> list[str]:
+        if time.monotonic() < state["fail_until"]:
+            raise OperationalError("terminating connection due to administrator command")
+        return real_due_runs(self, *args, **kwargs)
+
+    monkeypatch.setattr(WorkflowEngine, "drive", drive)
+    monkeypatch.setattr(WorkflowLeaseOwnership, "due_runs", due_runs)
+    start_worker(on_pass=None)
+    wait_for(lambda: completed([run_id]), 10, "the abandoned run to be retried")
+    assert state["abandon"] == 0
 
 
 # -- stopping -----------------------------------------------------------------------

@@ -241,21 +241,22 @@ class Worker:
         """
         if not self._may_drive() or not self.ownership.can_drive():
             return 0
-        retry = self.pool.take_retries()
         refill = self._capacity() >= max(self.batch_size // 2, 1) or self.pool.idle()
-        if not (check_due or refill or retry):
-            return 0
+        # Retries first: taking them and queueing them touches no database, so a
+        # database error further down cannot lose them.
+        found = 0
+        for run_id in self.pool.take_retries():
+            found += self._submit(run_id)
+        if not (check_due or refill):
+            return found
         now = self.engine.now()
         names = registry.registered_names()
-        found = 0
         if check_due:
             for run_id in self.ownership.due_runs(now, names, limit=self.batch_size * 4):
                 if self._capacity() <= 0:
                     break
                 if not self.pool.is_queued(run_id) and self.ownership.check_wake(run_id, "tick"):
                     found += self._submit(run_id)
-        for run_id in retry:
-            found += self._submit(run_id)
         capacity = self._capacity()
         if refill and capacity > 0:
             for run_id in self.ownership.claim_pending(now, names, capacity):

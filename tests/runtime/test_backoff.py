@@ -4,10 +4,11 @@ suspended with the error stored instead of repeating its step's side effect fore
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError
 
 import weft_django as weft
 from weft_django.models import RunStatus, WorkflowRun
@@ -15,6 +16,7 @@ from weft_django.ownership.modes import WorkflowLeaseOwnership
 from weft_django.runtime.backoff import RunBackoff, is_transient
 from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 
+from ..faults import refused_checkpoints
 from ..workers import wait_for
 
 SIDE_EFFECTS: list[str] = []
@@ -71,40 +73,30 @@ def test_only_refusals_exhaust_the_retries_never_connection_or_lock_failures() -
     assert is_transient(outage) and not backoff.exhausted(50, outage)
 
 
+def test_on_mysql_the_error_number_tells_a_refusal_from_an_outage() -> None:
+    """MySQLdb raises nearly every server error as OperationalError: the number decides."""
+    mysqldb = pytest.importorskip("MySQLdb", reason="the mysqlclient driver is not installed")
+
+    def wrapped(code: int, message: str) -> OperationalError:
+        error = OperationalError(code, message)
+        error.__cause__ = mysqldb.OperationalError(code, message)
+        return error
+
+    assert not is_transient(wrapped(1644, "refused by a trigger"))  # SIGNAL in a trigger
+    assert not is_transient(wrapped(1146, "Table 'x' doesn't exist"))
+    for code in (1205, 1213, 1927, 2006, 2013, 4031):
+        assert is_transient(wrapped(code, "lost")), code
+
+
 # -- on an engine -------------------------------------------------------------------
 
 
 @pytest.fixture
 def refusing_database(db: None) -> Iterator[Callable[[], None]]:
     """A trigger makes the database refuse every event of run ``refused``."""
-    if connection.vendor == "postgresql":
-        create = [
-            "CREATE FUNCTION weft_test_refuse() RETURNS trigger AS $$ BEGIN "
-            "RAISE EXCEPTION 'refused by a trigger'; END $$ LANGUAGE plpgsql",
-            "CREATE TRIGGER weft_test_refuse BEFORE INSERT ON weft_django_workflowevent "
-            "FOR EACH ROW WHEN (NEW.run_id = 'refused') EXECUTE FUNCTION weft_test_refuse()",
-        ]
-        drop = [
-            "DROP TRIGGER IF EXISTS weft_test_refuse ON weft_django_workflowevent",
-            "DROP FUNCTION IF EXISTS weft_test_refuse()",
-        ]
-    else:
-        create = [
-            "CREATE TRIGGER weft_test_refuse BEFORE INSERT ON weft_django_workflowevent "
-            "WHEN NEW.run_id = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
-        ]
-        drop = ["DROP TRIGGER IF EXISTS weft_test_refuse"]
-
-    def stop_refusing() -> None:
-        with connection.cursor() as cursor:
-            for statement in drop:
-                cursor.execute(statement)
-
-    with connection.cursor() as cursor:
-        for statement in create:
-            cursor.execute(statement)
-    yield stop_refusing
-    stop_refusing()
+    with ExitStack() as stack:
+        stack.enter_context(refused_checkpoints("refused", "refused by a trigger"))
+        yield stack.close
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit, as a worker runs

@@ -27,13 +27,30 @@ from django.db import InterfaceError, OperationalError
 # server ended for sitting idle in a transaction.
 _TRANSIENT_CLASSES = ("08", "57", "40", "53")
 _TRANSIENT_STATES = ("25P03", "55P03")
+# MySQL/MariaDB report nearly every server error as an OperationalError, so there
+# the error number decides: too many connections, shutdown in progress, lock wait
+# timeout, deadlock, query interrupted, connection killed, idle transaction timed
+# out; and every client error (2000 and up: server gone away, lost connection).
+_MYSQL_TRANSIENT_CODES = frozenset({1040, 1053, 1205, 1213, 1317, 1927, 4031})
+_MYSQL_CLIENT_ERRORS = 2000
+
+
+def _mysql_code(cause: BaseException | None) -> int | None:
+    if cause is None or not type(cause).__module__.startswith("MySQLdb"):
+        return None
+    code = cause.args[0] if cause.args else None
+    return code if isinstance(code, int) else None
 
 
 def is_transient(error: BaseException | None) -> bool:
     """A failure of the connection, a lock wait or the server, not a refusal of the write."""
+    cause = getattr(error, "__cause__", None)
+    code = _mysql_code(cause)
+    if code is not None:
+        return code >= _MYSQL_CLIENT_ERRORS or code in _MYSQL_TRANSIENT_CODES
     if isinstance(error, (OperationalError, InterfaceError)):
         return True
-    state = getattr(getattr(error, "__cause__", None), "sqlstate", None) or ""
+    state = getattr(cause, "sqlstate", None) or ""
     return state.startswith(_TRANSIENT_CLASSES) or state in _TRANSIENT_STATES
 
 
