@@ -110,7 +110,12 @@ def test_beat_delivers_a_stranded_signal_and_update_then_a_worker_finishes(
     assert WorkflowEvent.objects.get(run_id="relay-upd", kind="update").engine_id in (
         celery_engine_ids()
     )
-    assert holder("relay-sig") is None and holder("relay-upd") is None
+    # The task releases each claim right after the run parks (its own statement).
+    wait(
+        lambda: holder("relay-sig") is None and holder("relay-upd") is None,
+        5,
+        what="the task to release its claims",
+    )
     assert waiting_on("relay-upd", "go")
     assert any(s["counts"].get("drained") for s in celery_summaries("signal_poll_pass"))
     assert any(s["counts"].get("drained") for s in celery_summaries("update_poll_pass"))
