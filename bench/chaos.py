@@ -254,7 +254,13 @@ class Campaign:
             self.supervise()
             return not WorkflowRun.objects.exclude(status__in=TERMINAL_STATUSES).exists()
 
-        wait_for(ended, self.args.timeout, interval=0.5, what="every run to end")
+        wait_for(
+            ended,
+            self.args.timeout,
+            interval=0.5,
+            what="every run to end",
+            on_timeout=self.unfinished,
+        )
         elapsed = time.monotonic() - began
         for process in self.slots:  # graceful stop: claims released, engines stopped
             process.send(signal.SIGTERM)
@@ -264,6 +270,30 @@ class Campaign:
         violations = check(run_ids, answers, postgres=self.postgres)
         self.report(run_ids, violations, elapsed)
         return 1 if violations else 0
+
+    def unfinished(self) -> str:
+        """What a stalled campaign looks like: each run not ended, its claim and
+        its holder's lease, and each worker's last log lines."""
+        from weft_django.models import TERMINAL_STATUSES, Claim, Engine, WorkflowRun
+        from weft_django.ownership.clock import db_now
+
+        now = db_now()
+        leases = dict(Engine.objects.values_list("id", "lease_expires_at"))
+        claims = {c.workflow_id: c for c in Claim.objects.all()}
+        lines = [f"database now {now.isoformat()}"]
+        for run in WorkflowRun.objects.exclude(status__in=TERMINAL_STATUSES).order_by("id"):
+            claim = claims.get(run.pk)
+            holder = claim.holder_id if claim else None
+            lease = leases.get(holder) if holder else None
+            lines.append(
+                f"{run.pk} {run.status} waiting_on={run.waiting_on} wake_at={run.wake_at} "
+                f"hint={run.wake_hint_at} claim={'-' if claim is None else claim.epoch} "
+                f"holder={holder} lease_left="
+                f"{'-' if lease is None else round((lease - now).total_seconds(), 1)}"
+            )
+        for process in self.slots:
+            lines.append(f"--- {process.name} alive={process.alive}\n{process.tail(15)}")
+        return "\n".join(lines)
 
     def report(self, run_ids: list[str], violations: list[str], elapsed: float) -> None:
         print(

@@ -129,7 +129,31 @@ WEFT = {
     "TICK_INTERVAL": env.float("WEFT_TICK_INTERVAL", default=0.25),
     "NOTIFY": env.bool("WEFT_NOTIFY", default=True),
     "IDLE_IN_TRANSACTION_TIMEOUT": env.float("WEFT_IDLE_IN_TRANSACTION_TIMEOUT", default=30.0),
+    # docs/retention.md; the worker prune pass is off unless WEFT_PRUNE_WORKER_INTERVAL is set.
+    "RETENTION": {
+        "COMPLETED": env.float("WEFT_RETENTION_COMPLETED", default=7 * 86400.0),
+        "WORKER_INTERVAL": env.float("WEFT_PRUNE_WORKER_INTERVAL", default=0.0) or None,
+    },
 }
+
+# Django's Tasks API (Django >= 6.0): every @task becomes a durable weft run,
+# executed by `manage.py weft_worker` (docs/tasks.md; example:
+# example_project/orders/background.py). Failed attempts are retried.
+if django.VERSION >= (6, 0):
+    TASKS = {
+        "default": {
+            "BACKEND": "weft_django.backends.WeftTaskBackend",
+            "QUEUES": ["default", "emails"],
+            "OPTIONS": {
+                "RETRY": {
+                    "max_attempts": env.int("WEFT_TASK_MAX_ATTEMPTS", default=3),
+                    "initial_interval": env.float("WEFT_TASK_RETRY_INTERVAL", default=1.0),
+                    "backoff": 2.0,
+                    "max_interval": 60.0,
+                },
+            },
+        }
+    }
 
 # Celery (`pip install 'weft-django[celery]'`; README, "Running with Celery").
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
@@ -140,10 +164,12 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE = beat_schedule(
-    signal_every=env.float("WEFT_BEAT_SIGNAL_EVERY", default=30.0) or None,
-    update_every=env.float("WEFT_BEAT_UPDATE_EVERY", default=30.0) or None,
-)
+if find_spec("celery") is not None:  # the celery extra (a lean install runs without it)
+    CELERY_BEAT_SCHEDULE = beat_schedule(
+        signal_every=env.float("WEFT_BEAT_SIGNAL_EVERY", default=30.0) or None,
+        update_every=env.float("WEFT_BEAT_UPDATE_EVERY", default=30.0) or None,
+        prune_every=env.float("WEFT_BEAT_PRUNE_EVERY", default=0.0) or None,
+    )
 
 LOGGING = {
     "version": 1,

@@ -374,8 +374,11 @@ def _ids(admin_client: Any, model: Any, query: str) -> set[Any]:
 
 
 def test_claim_search_and_filters(admin_client: Any, populated: dict[str, Any]) -> None:
-    assert _ids(admin_client, Claim, "?q=alpha.example") == {"run-live"}
-    assert _ids(admin_client, Claim, "?q=purged") == {"purged-run"}
+    live_engine = populated["engines"]["live"].id
+    assert _ids(admin_client, Claim, f"?q={live_engine}") == {"run-live"}  # by holder id
+    assert _ids(admin_client, Claim, "?q=run-live") == {"run-live"}
+    assert _ids(admin_client, Claim, "?q=purged-run") == {"purged-run"}
+    assert _ids(admin_client, Claim, "?q=purged") == set()
     assert _ids(admin_client, Claim, "?lease_state=unheld") == {"run-unheld", "purged-run"}
     assert _ids(admin_client, Claim, "?lease_state=expired") == {"run-expired"}
     assert _ids(admin_client, Claim, "?lease_state=live") == {"run-live"}
@@ -385,7 +388,8 @@ def test_claim_search_and_filters(admin_client: Any, populated: dict[str, Any]) 
 
 def test_engine_search_and_filters(admin_client: Any, populated: dict[str, Any]) -> None:
     engines = populated["engines"]
-    assert _ids(admin_client, Engine, "?q=beta") == {engines["expired"].id}
+    assert _ids(admin_client, Engine, "?q=beta.example") == {engines["expired"].id}
+    assert _ids(admin_client, Engine, "?q=beta") == set()  # exact, not a substring
     assert _ids(admin_client, Engine, "?lease_state=live") == {engines["live"].id}
     assert _ids(admin_client, Engine, "?lease_state=expired") == {
         engines["expired"].id,
@@ -399,7 +403,10 @@ def test_engine_search_and_filters(admin_client: Any, populated: dict[str, Any])
 
 
 def test_run_search_and_filters(admin_client: Any, populated: dict[str, Any]) -> None:
-    assert _ids(admin_client, WorkflowRun, "?q=run-exp") == {"run-expired"}
+    assert _ids(admin_client, WorkflowRun, "?q=run-expired") == {"run-expired"}
+    # Exact and case-sensitive: the primary key's index answers it.
+    assert _ids(admin_client, WorkflowRun, "?q=run-exp") == set()
+    assert _ids(admin_client, WorkflowRun, "?q=RUN-EXPIRED") == set()
     assert _ids(admin_client, WorkflowRun, "?q=shop.refund") == {"run-none"}
     assert _ids(admin_client, WorkflowRun, "?status__exact=waiting") == {"run-live", "run-unheld"}
     assert _ids(admin_client, WorkflowRun, "?workflow_name=shop.refund") == {"run-none"}

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from tests.factories import EngineFactory, WorkflowRunFactory
+from tests.factories import EngineFactory, WorkflowEventFactory, WorkflowRunFactory
 from weft_django.models import Claim, Engine, RunStatus, WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -47,12 +47,26 @@ def test_suspend_then_resume_actions(admin_client: Any) -> None:
     assert WorkflowRun.objects.get(pk=run.pk).status in (RunStatus.PENDING, RunStatus.WAITING)
 
 
-def test_purge_action_deletes_the_run_but_keeps_the_epoch(admin_client: Any) -> None:
+def test_purge_asks_for_confirmation_listing_what_goes(admin_client: Any) -> None:
     run = WorkflowRunFactory(waiting=True, claim=True)
+    WorkflowEventFactory.create_batch(3, run=run)
     before = Claim.objects.get(workflow_id=run.pk).epoch
-    post_action(admin_client, "purge_runs", run.pk)
+    response = post_action(admin_client, "purge_runs", run.pk)
+    content = response.content.decode()
+    assert "weft-purge-confirmation" in content
+    assert response.templates[0].name == "admin/weft_django/workflowrun/purge_confirmation.html"
+    rows = list(response.context["runs"])
+    assert [(r.pk, r.event_count, r.signal_count) for r in rows] == [(run.pk, 3, 0)]
+    assert WorkflowRun.objects.filter(pk=run.pk).exists()  # nothing deleted yet
+
+    confirm = admin_client.post(
+        URL,
+        {"action": "purge_runs", "_selected_action": [run.pk], "post": "yes"},
+        follow=True,
+    )
     assert not WorkflowRun.objects.filter(pk=run.pk).exists()
     assert Claim.objects.get(workflow_id=run.pk).epoch == before + 1
+    assert "Purged 1 run(s)" in confirm.content.decode()
 
 
 def test_refusals_are_reported_per_run_and_change_nothing(admin_client: Any) -> None:
@@ -65,7 +79,96 @@ def test_refusals_are_reported_per_run_and_change_nothing(admin_client: Any) -> 
     assert WorkflowRun.objects.get(pk=live.pk).status == RunStatus.CANCELLED
 
 
-def test_actions_need_the_change_permission(client: Any) -> None:
+def staff(client: Any, *codenames: str) -> User:
+    user = User.objects.create_user("staff", password="pw", is_staff=True)
+    for codename in codenames:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(user)
+    return user
+
+
+def test_actions_need_the_operate_permission(client: Any) -> None:
+    staff(client, "view_workflowrun", "change_workflowrun")  # change is not enough
+    run = WorkflowRunFactory(waiting=True)
+    page = client.get(URL).content.decode()
+    assert "cancel_runs" not in page and "purge_runs" not in page
+    post_action(client, "cancel_runs", run.pk)
+    post_action(client, "purge_runs", run.pk)
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+
+
+def test_operate_permission_allows_cancel_but_not_purge(client: Any) -> None:
+    staff(client, "view_workflowrun", "operate_workflowrun")
+    run = WorkflowRunFactory(waiting=True)
+    page = client.get(URL).content.decode()
+    assert "cancel_runs" in page and "purge_runs" not in page
+    post_action(client, "purge_runs", run.pk)
+    assert WorkflowRun.objects.filter(pk=run.pk).exists()
+    post_action(client, "cancel_runs", run.pk)
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED
+
+
+def test_purge_needs_the_delete_permission(client: Any) -> None:
+    staff(client, "view_workflowrun", "delete_workflowrun")
+    run = WorkflowRunFactory(waiting=True)
+    page = client.get(URL).content.decode()
+    assert "purge_runs" in page and "cancel_runs" not in page
+    client.post(URL, {"action": "purge_runs", "_selected_action": [run.pk], "post": "yes"})
+    assert not WorkflowRun.objects.filter(pk=run.pk).exists()
+    # No Django delete view or delete_selected bypasses the API (and its epoch rotation).
+    assert "delete_selected" not in page
+
+
+def test_any_failure_is_reported_per_run_and_the_batch_goes_on(
+    admin_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from weft_django import api
+
+    runs = [WorkflowRunFactory(id=f"batch-{n}", waiting=True) for n in range(3)]
+    real_cancel = api.cancel
+
+    def cancel(workflow_id: str, **kwargs: Any) -> None:
+        if workflow_id == "batch-1":
+            raise RuntimeError("disk on fire")
+        real_cancel(workflow_id, **kwargs)
+
+    monkeypatch.setattr(api, "cancel", cancel)
+    response = post_action(admin_client, "cancel_runs", *[run.pk for run in runs])
+    content = response.content.decode()
+    assert "Cancelled 2 run(s): batch-0, batch-2" in content
+    assert "batch-1: RuntimeError: disk on fire" in content  # "Run batch-1: ..."
+    statuses = dict(WorkflowRun.objects.values_list("pk", "status"))
+    assert statuses == {
+        "batch-0": RunStatus.CANCELLED,
+        "batch-1": RunStatus.WAITING,
+        "batch-2": RunStatus.CANCELLED,
+    }
+
+
+def test_a_batch_over_the_limit_is_refused_with_nothing_changed(admin_client: Any) -> None:
+    from weft_django.admin.actions import MAX_BATCH
+
+    WorkflowRun.objects.bulk_create(
+        [
+            WorkflowRun(id=f"many-{n:04d}", workflow_name="shop.x", status=RunStatus.WAITING)
+            for n in range(MAX_BATCH + 1)
+        ]
+    )
+    response = admin_client.post(
+        URL,
+        {"action": "cancel_runs", "_selected_action": ["many-0000"], "select_across": "1"},
+        follow=True,
+    )
+    assert f"Select at most {MAX_BATCH} runs" in response.content.decode()
+    assert not WorkflowRun.objects.filter(status=RunStatus.CANCELLED).exists()
+    # At the limit it goes through.
+    WorkflowRun.objects.filter(pk="many-0000").delete()
+    post = {"action": "suspend_runs", "_selected_action": ["many-0001"], "select_across": "1"}
+    admin_client.post(URL, post)
+    assert WorkflowRun.objects.filter(status=RunStatus.SUSPENDED).count() == MAX_BATCH
+
+
+def test_actions_need_the_operate_permission_granted_later(client: Any) -> None:
     viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_workflowrun"))
     client.force_login(viewer)
@@ -75,7 +178,7 @@ def test_actions_need_the_change_permission(client: Any) -> None:
     post_action(client, "cancel_runs", run.pk)
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
 
-    viewer.user_permissions.add(Permission.objects.get(codename="change_workflowrun"))
+    viewer.user_permissions.add(Permission.objects.get(codename="operate_workflowrun"))
     viewer = User.objects.get(pk=viewer.pk)  # drop the permission cache
     client.force_login(viewer)
     assert "cancel_runs" in client.get(URL).content.decode()

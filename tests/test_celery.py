@@ -8,8 +8,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
-from django_celery_beat.schedulers import DatabaseScheduler
 
 from example_project import celery_app
 from weft_django.celery import (
@@ -20,6 +18,15 @@ from weft_django.celery import (
     install_periodic_tasks,
 )
 from weft_django.exceptions import WeftConfigurationError
+
+
+def _beat() -> tuple[Any, Any, Any]:
+    """django-celery-beat (the ``beat`` extra; it supports Django < 6.1 today)."""
+    pytest.importorskip("django_celery_beat", reason="the beat extra is not installed")
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+    from django_celery_beat.schedulers import DatabaseScheduler
+
+    return IntervalSchedule, PeriodicTask, DatabaseScheduler
 
 
 def test_beat_schedule_defaults() -> None:
@@ -78,6 +85,7 @@ def test_bad_values_are_refused(kwargs: dict[str, Any]) -> None:
 
 @pytest.mark.django_db
 def test_install_periodic_tasks_writes_django_celery_beat_models() -> None:
+    IntervalSchedule, PeriodicTask, DatabaseScheduler = _beat()
     names = install_periodic_tasks(beat_schedule(signal_every=20, update_every=60))
     assert names == [SIGNAL_POLL_TASK, UPDATE_POLL_TASK]
     assert install_periodic_tasks(beat_schedule(signal_every=20, update_every=60)) == names
@@ -98,6 +106,7 @@ def test_install_periodic_tasks_writes_django_celery_beat_models() -> None:
 
 @pytest.mark.django_db
 def test_install_periodic_tasks_refuses_fractional_seconds_and_writes_nothing() -> None:
+    _IntervalSchedule, PeriodicTask, _DatabaseScheduler = _beat()
     with pytest.raises(WeftConfigurationError, match="whole seconds"):
         install_periodic_tasks(beat_schedule(signal_every=30, update_every=0.5))
     assert not PeriodicTask.objects.exists()

@@ -200,6 +200,7 @@ def test_every_problem_is_reported_at_once(weft: Any) -> None:
         assert message.is_serious()
 
 
+@pytest.mark.django_db  # Django >= 6.0's model checks ask the database about JSONField
 def test_manage_py_check_fails_on_invalid_settings(weft: Any) -> None:
     weft({"OWNERSHIP": "maybe"})
     with pytest.raises(SystemCheckError, match=r"weft\.E003"):

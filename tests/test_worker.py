@@ -27,6 +27,7 @@ from weft_django.models import (
     RunStatus,
     WorkflowRun,
 )
+from weft_django.ownership import takeover
 from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.modes import WorkflowLeaseOwnership
@@ -35,11 +36,13 @@ from weft_django.ownership.results import LostRace
 from weft_django.runtime import registry
 from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 from weft_django.runtime.passes import EnginePasses
+from weft_django.supervision import RenewalWatch
 from weft_django.worker import Worker
 
 from .workers import RENEW, Passes, Running, completed, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
 
 def _ownerless_waiter(run_id: str) -> str:
     """A run parked on a signal whose engine shut down gracefully: no holder."""
@@ -148,11 +151,11 @@ def test_pass_order_and_on_pass_results(fast, start_worker):
     engine_id = running.worker.engine.engine_id
     wait_for(lambda: Claim.objects.filter(workflow_id=ownerless, holder_id=engine_id).exists())
 
-    # Let the reclaimed run's turn and the tick that follows it finish: a signal
-    # stored before that is delivered by them, not by the poll under test.
+    # A parked run with nothing due is held again without a turn (its turn would
+    # only park it again), so the signal below is delivered by the poll under test.
     worker = running.worker
-    wait_for(lambda: worker.pool.turns_done >= 1 and worker.pool.idle(), 10, "the reclaimed turn")
     time.sleep(0.3)
+    assert worker.pool.turns_done == 0
     # Parked and held: the signal poll reports it not_buffered until a signal is stored.
     wait_for(
         lambda: any(
@@ -275,6 +278,46 @@ def test_a_retry_survives_a_tick_that_fails_on_the_database(start_worker, monkey
     assert state["abandon"] == 0
 
 
+def test_a_retry_survives_a_renewal_lapse_between_the_tick_and_its_submit(
+    start_worker, monkeypatch
+):
+    """The tick takes the retry set, then driving pauses (the renewal lapsed) before
+    the retried run is queued: the run must wait for the next retry, not be dropped
+    while it stays held and running."""
+    run_id = weft.start("tw.steps", 2).id
+    state = {"abandon": 1, "lapse": 0}
+    real_drive = WorkflowEngine.drive
+    real_allows = RenewalWatch.allows_driving
+
+    def drive(self: WorkflowEngine, rid: str) -> TurnOutcome:
+        if rid == run_id and state["abandon"]:
+            state["abandon"] = 0
+            WorkflowRun.objects.filter(pk=rid).update(status=RunStatus.RUNNING)
+            state["lapse"] = 2  # the next tick may drive; its submit may not
+            return TurnOutcome.ABANDONED
+        return real_drive(self, rid)
+
+    def allows_driving(self: RenewalWatch) -> bool:
+        if state["lapse"]:
+            state["lapse"] -= 1
+            if state["lapse"] == 0:
+                return False
+        return real_allows(self)
+
+    monkeypatch.setattr(WorkflowEngine, "drive", drive)
+    monkeypatch.setattr(RenewalWatch, "allows_driving", allows_driving)
+    start_worker(on_pass=None)
+    wait_for(lambda: completed([run_id]), 10, "the retried run to be driven after the lapse")
+    assert state == {"abandon": 0, "lapse": 0}
+
+
+def test_a_stopping_worker_does_not_queue_a_retry():
+    worker = Worker(install_signal_handlers=False, concurrency=1)
+    worker.engine.stopping.set()
+    assert worker._submit("never-driven") is False
+    assert worker.pool.take_retries() == set()
+
+
 # -- stopping -----------------------------------------------------------------------
 
 
@@ -283,17 +326,17 @@ def test_stop_marks_the_engine_disposing_before_in_flight_passes_can_claim(
 ):
     run_id = _ownerless_waiter("ownerless-2")
     entered, release = threading.Event(), threading.Event()
-    real = ClaimRegistry.claim
+    real = takeover.take_ownerless
 
-    def gated(self: ClaimRegistry, workflow_id: str) -> Any:
+    def gated(claims: ClaimRegistry, run_ids: list[str], *args: Any) -> Any:
         # Hold the reclaim scan right before it claims the run, so the pass is
         # in flight when stop() is called.
-        if threading.current_thread().name == "weft-scans" and workflow_id == run_id:
+        if threading.current_thread().name == "weft-scans" and run_id in run_ids:
             entered.set()
             release.wait(10)
-        return real(self, workflow_id)
+        return real(claims, run_ids, *args)
 
-    monkeypatch.setattr(ClaimRegistry, "claim", gated)
+    monkeypatch.setattr(takeover, "take_ownerless", gated)
     passes = Passes()
     running = start_worker(on_pass=passes)
     assert entered.wait(10), "the reclaim pass never reached the run"

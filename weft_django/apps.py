@@ -15,6 +15,11 @@ class WeftConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks, extras  # noqa: F401  (registers the system checks)
 
         autodiscover_modules("workflows")
+        if extras.task_backend_aliases() and extras.has_django_tasks():
+            # Every process knows the django.tasks.<queue> workflows (docs/tasks.md).
+            from .backends import register_configured
+
+            register_configured()

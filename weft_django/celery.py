@@ -5,7 +5,7 @@
     # settings.py
     from weft_django.celery import beat_schedule
 
-    CELERY_BEAT_SCHEDULE = {**beat_schedule(signal_every=30, update_every=30)}
+    CELERY_BEAT_SCHEDULE = {**beat_schedule(signal_every=30, update_every=30, prune_every=3600)}
 
 Nothing here imports Celery or touches the database, so a settings module can
 call :func:`beat_schedule`. Each entry runs its pass with a time budget of half
@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .conf import PassLimits, duration_seconds
+from .conf import PRUNE_MAX_BATCH, PassLimits, duration_seconds
 from .exceptions import WeftConfigurationError
 
 SIGNAL_POLL_TASK = "weft_django.signal_poll_pass"
 UPDATE_POLL_TASK = "weft_django.update_poll_pass"
+PRUNE_TASK = "weft_django.prune_pass"
 #: Every task name of weft_django (what the system check knows).
-TASKS = (SIGNAL_POLL_TASK, UPDATE_POLL_TASK)
+TASKS = (SIGNAL_POLL_TASK, UPDATE_POLL_TASK, PRUNE_TASK)
 #: A pass's time budget, as a share of its beat interval.
 BUDGET_SHARE = 0.5
 
@@ -60,18 +61,33 @@ def beat_schedule(
     signal_every: Interval | None = 30.0,
     update_every: Interval | None = 30.0,
     batch_size: int = PassLimits.batch_size,
+    prune_every: Interval | None = None,
+    prune_batch_size: int = 500,
 ) -> dict[str, dict[str, Any]]:
     """Ready ``CELERY_BEAT_SCHEDULE`` entries for the store-wide signal and update
-    poll passes (``None`` leaves a pass out), keyed by task name.
+    poll passes (``None`` leaves a pass out), keyed by task name; with
+    ``prune_every``, also the retention pass (docs/retention.md), off by default.
 
     Bad values raise :class:`~weft_django.exceptions.WeftConfigurationError`.
     """
     wanted = {SIGNAL_POLL_TASK: signal_every, UPDATE_POLL_TASK: update_every}
-    return {
+    schedule = {
         task: _pass_entry(task, every, batch_size)
         for task, every in wanted.items()
         if every is not None
     }
+    if prune_every is not None:
+        if (
+            isinstance(prune_batch_size, bool)
+            or not isinstance(prune_batch_size, int)
+            or not 1 <= prune_batch_size <= PRUNE_MAX_BATCH
+        ):
+            raise WeftConfigurationError(
+                f"prune_batch_size must be an integer from 1 to {PRUNE_MAX_BATCH}, "
+                f"got {prune_batch_size!r}."
+            )
+        schedule[PRUNE_TASK] = _pass_entry(PRUNE_TASK, prune_every, prune_batch_size)
+    return schedule
 
 
 def install_periodic_tasks(

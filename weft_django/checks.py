@@ -1,6 +1,7 @@
 """Django system checks: the ``WEFT`` settings (``weft.E00x``, with hints); a
 Celery beat schedule that runs weft's tasks without the ``celery`` extra
 installed (``weft.E011``) or names a task weft does not have (``weft.E012``);
+``WEFT["RETENTION"]`` (``weft.E016`` a bad value, ``weft.E017`` a bad key);
 and, with ``--database``, more live engines than the ownership mode allows
 (``weft.W001``: mode ``none`` allows one)."""
 
@@ -14,7 +15,7 @@ from django.conf import settings as django_settings
 from django.core import checks
 from django.db import DatabaseError
 
-from . import conf
+from . import conf, retention_settings
 from .celery import TASKS
 from .ownership.modes import ownership_class
 
@@ -23,6 +24,15 @@ from .ownership.modes import ownership_class
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     return [
         checks.Error(problem.msg, hint=problem.hint, id=problem.id) for problem in conf.problems()
+    ]
+
+
+@checks.register("weft")
+def check_retention(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``WEFT["RETENTION"]``: a bad value is ``weft.E016``, a bad key ``weft.E017``."""
+    return [
+        checks.Error(problem.msg, hint=problem.hint, id=problem.id)
+        for problem in retention_settings.problems()
     ]
 
 

@@ -1,9 +1,16 @@
 """Settings: the ``WEFT`` dict, read lazily on every access, with typed defaults.
 
-Reading goes through :func:`get_settings`, which builds an immutable
-:class:`WeftSettings` from ``django.conf.settings.WEFT`` at call time, so
+Reading goes through :func:`get_settings`, which returns an immutable
+:class:`WeftSettings` built from ``django.conf.settings.WEFT`` at call time, so
 ``override_settings(WEFT=...)`` works and nothing is read at import time.
 Durations accept seconds (int/float) or a ``timedelta``.
+
+Validation runs once per change of ``settings.WEFT``, not on every call (the
+runtime reads settings on every step): the validated value is cached against
+the dict itself and a copy of its items, so replacing the dict or changing it
+in place is seen at the next call; Django's ``setting_changed`` signal
+(``override_settings``) and :func:`clear_cache` drop the cache. Invalid
+settings are never cached: every call raises.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .exceptions import WeftConfigurationError
 
@@ -42,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 262144,
     "NOTIFY": True,
     "IDLE_IN_TRANSACTION_TIMEOUT": 30.0,
+    # Validated by weft_django.retention_settings (weft.E016/E017), not here.
+    "RETENTION": None,
 }
 
 
@@ -109,6 +120,11 @@ class WeftSettings:
         return Timing(self.lease_ttl, self.lease_renew_interval)
 
 
+def raw_settings() -> dict[str, Any]:
+    """``settings.WEFT`` as it is now (``{}`` when unset); not validated."""
+    return _raw()
+
+
 def _raw() -> dict[str, Any]:
     value = getattr(settings, "WEFT", None)
     if value is None:
@@ -124,6 +140,9 @@ MIN_SECONDS = {
     "CLAIM_RENEW_INTERVAL": 0.1,
     "LEASE_RENEW_INTERVAL": 0.1,
 }
+
+#: The largest retention batch (one transaction each, which must stay short).
+PRUNE_MAX_BATCH = 10_000
 
 # Larger payloads belong in your own tables (or object storage), not in run history.
 MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
@@ -249,8 +268,39 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     return found
 
 
+# (the WEFT object, a copy of its items, the settings built from them), or None.
+_cache: tuple[Any, Any, WeftSettings] | None = None
+
+
+def clear_cache() -> None:
+    """Forget the validated settings: the next :func:`get_settings` re-validates."""
+    global _cache
+    _cache = None
+
+
+@receiver(setting_changed)
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "WEFT":
+        clear_cache()
+
+
 def get_settings() -> WeftSettings:
-    """Validated settings; raises :class:`WeftConfigurationError` when invalid."""
+    """Validated settings; raises :class:`WeftConfigurationError` when invalid.
+
+    Cached until ``settings.WEFT`` changes (see the module docstring): a read
+    of the cache compares the current dict with the copy it was built from.
+    """
+    global _cache
+    raw = getattr(settings, "WEFT", None)
+    cached = _cache  # one read: another thread may replace it meanwhile
+    if cached is not None and cached[0] is raw and raw == cached[1]:
+        return cached[2]
+    built = _build()  # raises when invalid: nothing cached
+    _cache = (raw, dict(raw) if isinstance(raw, dict) else raw, built)
+    return built
+
+
+def _build() -> WeftSettings:
     found = problems()  # reads settings.WEFT itself, so a non-dict is E001 too
     if found:
         lines = "; ".join(f"{p.msg} ({p.id}; hint: {p.hint})" for p in found)

@@ -7,6 +7,8 @@ checked by rowcount; nothing here hides side effects in ``save()``.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, router
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -78,6 +80,10 @@ class Engine(models.Model):
     class Meta:
         ordering = ["-started_at"]
         verbose_name = _("engine")
+        indexes = [
+            # Retention's walk over stopped engines, oldest first.
+            models.Index(fields=["status", "stopped_at", "id"], name="weft_engine_stopped_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} ({self.hostname}:{self.pid})"
@@ -104,6 +110,10 @@ class Claim(models.Model):
     class Meta:
         ordering = ["workflow_id"]
         verbose_name = _("workflow claim")
+        indexes = [
+            # The batched takeover walks one holder's claims in id order.
+            models.Index(fields=["holder", "workflow_id"], name="weft_claim_holder_wid_idx"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(epoch__gte=0), name="weft_claim_epoch_nonnegative"),
             models.CheckConstraint(
@@ -161,6 +171,30 @@ class GlobalLease(models.Model):
         return f"global lease @{self.epoch}"
 
 
+class PrunerLease(models.Model):
+    """The single-row lease of the optional worker prune pass: at most one pruner
+    at a time across the store. ``token`` is bumped on every acquisition and
+    fences renewals and the release (conditional UPDATEs checked by rowcount)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    token = models.BigIntegerField(default=0)
+    holder = models.CharField(max_length=64, blank=True, default="")
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("pruner lease")
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="weft_pruner_lease_singleton"),
+            models.CheckConstraint(
+                condition=Q(token__gte=0), name="weft_pruner_lease_token_nonnegative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"pruner lease @{self.token} {self.holder or '(free)'}"
+
+
 class WorkflowRun(models.Model):
     id = models.CharField(primary_key=True, max_length=255)
     workflow_name = models.CharField(max_length=255, db_index=True)
@@ -184,12 +218,44 @@ class WorkflowRun(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = _("workflow run")
+        permissions = [
+            (
+                "operate_workflowrun",
+                "Can operate workflow runs (cancel, suspend, resume, send signals)",
+            ),
+        ]
         indexes = [
             models.Index(fields=["-created_at"], name="weft_run_created_idx"),
+            # The admin: runs filtered by status or workflow in the changelist's
+            # order (newest first, then id: no sort), and "failed in the last day".
+            models.Index(
+                fields=["status", "created_at", "id"], name="weft_run_status_created_idx"
+            ),
+            models.Index(
+                fields=["workflow_name", "created_at", "id"], name="weft_run_name_created_idx"
+            ),
+            models.Index(
+                fields=["finished_at"], name="weft_run_failed_idx", condition=Q(status="failed")
+            ),
             models.Index(
                 fields=["status", "start_at", "created_at"],
                 name="weft_run_active_idx",
                 condition=Q(status__in=["pending", "running", "waiting"]),
+            ),
+            # The ready queue of the intake (weft_django.ownership.intake): pending
+            # runs in pickup order. Created only where partial indexes exist
+            # (migration 0007): on MariaDB/MySQL weft_run_active_idx, a full index
+            # there, is already this order (InnoDB appends the primary key).
+            models.Index(
+                fields=["start_at", "created_at", "id"],
+                name="weft_run_ready_idx",
+                condition=Q(status="pending"),
+            ),
+            # The reclaim scan walks started runs in id order, one status at a time.
+            models.Index(
+                fields=["status", "id"],
+                name="weft_run_started_id_idx",
+                condition=Q(status__in=["running", "waiting"]),
             ),
             models.Index(
                 fields=["wake_at"],
@@ -201,6 +267,8 @@ class WorkflowRun(models.Model):
                 name="weft_run_wake_hint_idx",
                 condition=Q(wake_hint_at__isnull=False),
             ),
+            # Retention's keyset walk over finished runs, oldest first, per status.
+            models.Index(fields=["status", "finished_at", "id"], name="weft_run_finished_idx"),
         ]
 
     def __str__(self) -> str:
@@ -311,6 +379,20 @@ class UpdateRequest(models.Model):
         return f"{self.run_id}:{self.name}({self.update_id})"
 
 
+class Overview(models.Model):
+    """No table: the admin's operator overview page hangs off this name
+    (``/admin/weft_django/overview/``); it is never queried."""
+
+    class Meta:
+        managed = False
+        verbose_name = _("overview")
+        verbose_name_plural = _("overview")
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return "overview"
+
+
 def db_for(using: str | None = None) -> str:
     """The database alias weft works on: ``using`` when given, else the router's
     choice for writing runs (``"default"`` when no router says otherwise).
@@ -326,4 +408,9 @@ def mysql_collation(connection: BaseDatabaseWrapper) -> str:
     padding, so ids and names compare exactly as on PostgreSQL and SQLite (the
     server defaults ignore case, accents and trailing spaces: "Order-1",
     "order-1" and "order-1 " would be one workflow id there)."""
-    return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"
+    return "utf8mb4_nopad_bin" if is_mariadb(connection) else "utf8mb4_0900_bin"
+
+
+def is_mariadb(connection: BaseDatabaseWrapper) -> bool:
+    """MySQL's DatabaseWrapper knows its server (the stubs type only the base class)."""
+    return bool(cast(Any, connection).mysql_is_mariadb)

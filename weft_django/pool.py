@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 
 from django.db import connections
@@ -31,21 +32,37 @@ class TurnPool:
         self._drive = drive
         self._stopped = stopped
         self._on_done = on_done
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._closed = False
+        # A deque under a condition rather than a queue.Queue: a wake-up goes to
+        # the front (``urgent``), so it never waits behind a backlog of new work.
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._items: deque[str | None] = deque()
+        self._closed = False
         self._queued: set[str] = set()
         self._retry: set[str] = set()
         self.turns_done = 0
 
-    def submit(self, run_id: str) -> bool:
-        """Queue one turn of ``run_id`` unless one is queued or running already."""
-        with self._lock:
+    def submit(self, run_id: str, *, urgent: bool = False) -> bool:
+        """Queue one turn of ``run_id`` unless one is queued or running already;
+        ``urgent`` (a wake-up): ahead of everything queued."""
+        with self._ready:
             if self._closed or run_id in self._queued:
                 return False
             self._queued.add(run_id)
-        self._queue.put(run_id)
+            if urgent:
+                self._items.appendleft(run_id)
+            else:
+                self._items.append(run_id)
+            self._ready.notify()
         return True
+
+    def _take(self, *, block: bool) -> str | None:
+        with self._ready:
+            while not self._items:
+                if not block:
+                    raise queue.Empty
+                self._ready.wait()
+            return self._items.popleft()
 
     def retry_later(self, run_id: str) -> None:
         with self._lock:
@@ -71,7 +88,7 @@ class TurnPool:
 
     def serve(self) -> None:
         while True:
-            run_id = self._queue.get()
+            run_id = self._take(block=True)
             if run_id is None:
                 return
             self._serve_one(run_id)
@@ -82,7 +99,7 @@ class TurnPool:
         ran = 0
         while True:
             try:
-                run_id = self._queue.get_nowait()
+                run_id = self._take(block=False)
             except queue.Empty:
                 return ran
             if run_id is None:
@@ -105,10 +122,10 @@ class TurnPool:
 
     def close(self, threads: int) -> None:
         """No more submissions; each thread ends after the item in front of its stop."""
-        with self._lock:
+        with self._ready:
             self._closed = True
-        for _thread in range(threads):
-            self._queue.put(None)
+            self._items.extend([None] * threads)
+            self._ready.notify_all()
 
 
 def recycle_connections() -> None:
@@ -174,4 +191,8 @@ def end_idle_transactions(using: str, seconds: float) -> Callable[[], None]:
     current = connections[using]
     if current.connection is not None:
         configure(None, current)
-    return lambda: connection_created.disconnect(dispatch_uid=uid)
+
+    def undo() -> None:
+        connection_created.disconnect(dispatch_uid=uid)
+
+    return undo

@@ -1,5 +1,5 @@
-"""The Celery beat tasks (docs/celery.md): ``weft_django.signal_poll_pass`` and
-``weft_django.update_poll_pass``.
+"""The Celery beat tasks (docs/celery.md): ``weft_django.signal_poll_pass``,
+``weft_django.update_poll_pass`` and ``weft_django.prune_pass`` (docs/retention.md).
 
 Celery's ``autodiscover_tasks()`` imports this module in Celery processes; it
 is the only module of weft_django that imports Celery, so everything else
@@ -23,6 +23,7 @@ except ImportError as exc:
     ) from exc
 
 from .conf import PassLimits
+from .runtime.retention import Pruner
 from .runtime.store_passes import SIGNAL_POLL, UPDATE_POLL, StoreScan, run_store_pass
 
 logger = logging.getLogger("weft_django.tasks")
@@ -61,3 +62,24 @@ def update_poll_pass(
 ) -> dict[str, Any]:
     """Apply pending update requests store-wide: notify live owners, drain stranded runs."""
     return _run(UPDATE_POLL, batch_size, time_budget)
+
+
+@shared_task(name="weft_django.prune_pass", serializer="json")
+def prune_pass(
+    batch_size: int = DEFAULT_BATCH, time_budget: float = DEFAULT_BUDGET, dry_run: bool = False
+) -> dict[str, Any]:
+    """Delete finished runs and stopped engines past ``WEFT["RETENTION"]``, in batches
+    of ``batch_size`` runs, starting no new batch after ``time_budget`` seconds."""
+    if not isinstance(dry_run, bool):
+        raise WeftConfigurationError(f"dry_run must be True or False, got {dry_run!r}.")
+    summary = Pruner(batch_size=batch_size, time_budget=time_budget, dry_run=dry_run).run()
+    result = summary.as_dict()
+    deleted = " ".join(f"{table}={count}" for table, count in result["deleted"].items())
+    logger.info(
+        "prune_pass %s%.3fs %s%s",
+        "dry-run " if dry_run else "",
+        summary.seconds,
+        deleted,
+        "" if summary.complete else " (time budget reached)",
+    )
+    return result

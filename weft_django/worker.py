@@ -41,6 +41,7 @@ from .models import EngineKind, db_for
 from .ownership import metrics
 from .ownership.outcomes import PassResult
 from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
+from .prune_worker import prune_loop
 from .runtime import registry, wakeups
 from .runtime.engine import TurnOutcome, WorkflowEngine
 from .runtime.passes import EnginePasses
@@ -164,6 +165,9 @@ class Worker:
             self._spawn(f"weft-turn-{index}", self.pool.serve)
         self._spawn("weft-renewal", self._renewal_loop)
         self._spawn("weft-scans", self._scan_loop)
+        pruner = prune_loop(self.engine.engine_id, self._stop, using=self.using)
+        if pruner is not None:  # WEFT["RETENTION"]["WORKER_INTERVAL"] (docs/retention.md)
+            self._spawn("weft-prune", pruner)
         if wakeups.notify_enabled(self.using):
             listen = functools.partial(wakeups.listen, self.using, self._stop, self._on_notify)
             self._spawn("weft-listen", listen)
@@ -252,11 +256,11 @@ class Worker:
         now = self.engine.now()
         names = registry.registered_names()
         if check_due:
+            # Woken runs go ahead of new work, past the batch limit: a wake-up never
+            # waits for a full queue of new runs to drain (issue 11).
             for run_id in self.ownership.due_runs(now, names, limit=self.batch_size * 4):
-                if self._capacity() <= 0:
-                    break
                 if not self.pool.is_queued(run_id) and self.ownership.check_wake(run_id, "tick"):
-                    found += self._submit(run_id)
+                    found += self._submit(run_id, urgent=True)
         capacity = self._capacity()
         if refill and capacity > 0:
             for run_id in self.ownership.claim_pending(now, names, capacity):
@@ -274,15 +278,22 @@ class Worker:
         """Not stopping, and renewed within the TTL (else it may have been deposed)."""
         return not self.engine.stopping.is_set() and self.watch.allows_driving()
 
-    def _submit(self, run_id: str) -> bool:
+    def _submit(self, run_id: str, *, urgent: bool = False) -> bool:
         """Queue one turn of ``run_id`` (once at a time per run). A run backed off
-        after database failures waits in the retry set until its backoff ends."""
-        if not self._may_drive():
+        after database failures waits in the retry set until its backoff ends. A run
+        that may not be driven now (renewal lapsed) waits there too: the caller has
+        already taken it from the retry set or the scan that found it, and nothing
+        else would bring it back; only a stopping worker drops it (it releases or
+        keeps the claim on the way out)."""
+        if self.engine.stopping.is_set():
+            return False
+        if not self.watch.allows_driving():
+            self.pool.retry_later(run_id)
             return False
         if not self.engine.backoff.ready(run_id):
             self.pool.retry_later(run_id)
             return False
-        return self.pool.submit(run_id)
+        return self.pool.submit(run_id, urgent=urgent)
 
     def _drive_one(self, run_id: str) -> bool:
         """One turn on an executor thread; True when the run should be retried."""

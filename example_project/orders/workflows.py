@@ -7,6 +7,7 @@ through ``ctx.logger``, which stays quiet while a run replays its history.
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 
 import weft_django as weft
@@ -96,3 +97,22 @@ def cart(ctx: Context, customer: str) -> dict:
     ctx.wait_for_signal("checkout", timeout=timedelta(hours=1))
     ctx.logger.info("cart of %s checked out with %d item(s)", customer, len(items))
     return {"customer": customer, "items": items, "total": total()}
+
+
+def deliver_leg(order_id: int, leg: int) -> str:
+    logger.info("order %s: delivery leg %d done (pid %d)", order_id, leg, os.getpid())
+    return f"leg-{leg}@pid-{os.getpid()}"
+
+
+@weft.workflow(name="orders.long_delivery")
+def long_delivery(ctx: Context, order_id: int, legs: int = 12, leg_seconds: float = 5.0) -> dict:
+    """A delivery of ``legs`` legs, ``leg_seconds`` apart (a minute by default): long
+    enough for ``bin/demo`` to stop the worker holding it and show the claim moving
+    to the other worker (epoch 2) in the admin, with the run carrying on there."""
+    done = []
+    for leg in range(1, legs + 1):
+        done.append(ctx.step(deliver_leg, order_id, leg, name=f"leg-{leg}"))
+        if leg < legs:
+            ctx.sleep(timedelta(seconds=leg_seconds))
+    ctx.logger.info("order %s: delivered in %d legs", order_id, legs)
+    return {"order_id": order_id, "legs": done}

@@ -170,6 +170,7 @@ def test_one_failing_drive_is_drain_failed_the_others_drained(
     workers: Workers, celery: CeleryProcesses, wait: Callable[..., object]
 ) -> None:
     """Scheduled through django-celery-beat's DatabaseScheduler and its models."""
+    pytest.importorskip("django_celery_beat", reason="the beat extra is not installed")
     runs = ("relay-a", "relay-bad", "relay-c")
     install_periodic_tasks(beat_schedule(signal_every=1, update_every=None))
     celery_worker = celery.worker(ready=False)

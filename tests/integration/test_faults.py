@@ -13,6 +13,7 @@ from django.db import connection
 
 import weft_django as weft
 from tests.integration.conftest import Workers
+from tests.integration.helpers import wait_for
 from tests.integration.itapp.models import StepExecution
 from weft_django.models import Claim, Engine, EngineStatus, RunStatus, WorkflowEvent, WorkflowRun
 
@@ -24,6 +25,28 @@ IDLE_TIMEOUT = 2.0
 
 def statuses(run_ids: list[str]) -> dict[str, str]:
     return dict(WorkflowRun.objects.filter(pk__in=run_ids).values_list("pk", "status"))
+
+
+def store_state(workers: Workers) -> str:
+    """What an operator would look at when a takeover is late: the workers' logs, the
+    claim, each engine's lease and last passes, and every session of the database."""
+    lines = [workers.tails(), "--- claims ---"]
+    lines += [repr(row) for row in Claim.objects.values()]
+    lines.append("--- engines ---")
+    for engine in Engine.objects.order_by("started_at"):
+        lines.append(
+            f"{engine.id} {engine.status} lease_expires_at={engine.lease_expires_at:%H:%M:%S.%f} "
+            f"revocations={engine.revocations} passes={engine.passes}"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT clock_timestamp(), pid, state, wait_event_type, wait_event, "
+            "now() - state_change, left(query, 160) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        lines.append("--- sessions ---")
+        lines += [repr(row) for row in cursor.fetchall()]
+    return "\n".join(lines)
 
 
 def inside_the_transactional_step() -> bool:
@@ -52,10 +75,14 @@ def test_an_owner_frozen_inside_a_transaction_is_taken_over_in_bounded_time(
     # Meanwhile b's passes are not stalled: a new run completes on b at once.
     weft.start("it.steps", 2, workflow_id="unrelated")
     wait(lambda: statuses(["unrelated"]) == {"unrelated": "completed"}, 15, what="unrelated run")
-    wait(
-        lambda: Claim.objects.filter(workflow_id="frozen", holder_id=b.engine_id).exists(),
+    # The takeover is the claim's move past a's epoch (b is the only other engine). Not
+    # "b holds it": when b starts late under load, a's lease and session are long gone,
+    # and b takes the run, finishes it and releases the claim before this poll begins.
+    wait_for(
+        lambda: Claim.objects.filter(workflow_id="frozen", epoch__gt=1).exists(),
         TTL + 3 * RENEW + IDLE_TIMEOUT + 10,
         what="b to take the frozen run over",
+        on_timeout=lambda: store_state(workers),
     )
     took = time.monotonic() - frozen_at
     # The claim bound plus the documented margin: the server ends the frozen session
@@ -71,6 +98,9 @@ def test_an_owner_frozen_inside_a_transaction_is_taken_over_in_bounded_time(
     assert not WorkflowEvent.objects.filter(
         run_id="frozen", engine_id=a.engine_id, kind="step"
     ).exists()
+    assert set(
+        WorkflowEvent.objects.filter(run_id="frozen", epoch=2).values_list("engine_id", flat=True)
+    ) == {b.engine_id}
 
 
 @pytest.mark.postgres

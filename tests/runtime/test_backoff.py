@@ -13,7 +13,7 @@ from django.db import OperationalError
 import weft_django as weft
 from weft_django.models import RunStatus, WorkflowRun
 from weft_django.ownership.modes import WorkflowLeaseOwnership
-from weft_django.runtime.backoff import RunBackoff, is_transient
+from weft_django.runtime.backoff import RunBackoff, is_retryable_conflict, is_transient
 from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 
 from ..faults import refused_checkpoints
@@ -86,6 +86,29 @@ def test_on_mysql_the_error_number_tells_a_refusal_from_an_outage() -> None:
     assert not is_transient(wrapped(1146, "Table 'x' doesn't exist"))
     for code in (1205, 1213, 1927, 2006, 2013, 4031):
         assert is_transient(wrapped(code, "lost")), code
+
+
+def test_only_deadlocks_and_serialization_failures_are_retryable_conflicts() -> None:
+    class PgError(Exception):
+        def __init__(self, sqlstate: str) -> None:
+            super().__init__(sqlstate)
+            self.sqlstate = sqlstate
+
+    def pg(state: str) -> OperationalError:
+        error = OperationalError(state)
+        error.__cause__ = PgError(state)
+        return error
+
+    assert is_retryable_conflict(pg("40P01")) and is_retryable_conflict(pg("40001"))
+    assert not is_retryable_conflict(pg("55P03"))  # lock not available: busy, not a conflict
+    assert not is_retryable_conflict(pg("23505"))
+    assert not is_retryable_conflict(OperationalError("server closed the connection"))
+    mysqldb = pytest.importorskip("MySQLdb", reason="the mysqlclient driver is not installed")
+    deadlock = OperationalError(1213, "Deadlock found")
+    deadlock.__cause__ = mysqldb.OperationalError(1213, "Deadlock found")
+    timeout = OperationalError(1205, "Lock wait timeout")
+    timeout.__cause__ = mysqldb.OperationalError(1205, "Lock wait timeout")
+    assert is_retryable_conflict(deadlock) and not is_retryable_conflict(timeout)
 
 
 # -- on an engine -------------------------------------------------------------------

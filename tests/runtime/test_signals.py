@@ -154,3 +154,58 @@ def test_handle_signal(driver: WorkflowDriver) -> None:
     handle.signal("x", {"via": "handle again"}, signal_id="h-1")
     driver.run_until_idle()
     assert handle.result(timeout=0) == [{"via": "handle"}]
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"
+
+
+def _deadlocked() -> Exception:
+    from django.db import OperationalError
+
+    error = OperationalError("deadlock detected")
+    error.__cause__ = _Deadlock("deadlock detected")
+    return error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_that_deadlocks_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server rolled the whole delivery back: it runs again, and stores once."""
+    from weft_django.runtime import inbox
+
+    weft.start("tests.collect_signals", "approve", 1, workflow_id="sg-deadlock")
+    real, calls = inbox._deliver_once, []
+
+    def first_deadlocks(*args: object) -> None:
+        calls.append(args)
+        if len(calls) == 1:
+            raise _deadlocked()
+        real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inbox, "_deliver_once", first_deadlocks)
+    weft.signal("sg-deadlock", "approve", 1)
+    assert len(calls) == 2
+    assert WorkflowSignal.objects.filter(run_id="sg-deadlock").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_inside_the_callers_transaction_is_not_run_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside the caller's transaction the rollback is the caller's: the error goes up."""
+    from django.db import OperationalError, transaction
+
+    from weft_django.runtime import inbox
+
+    weft.start("tests.collect_signals", "approve", 1, workflow_id="sg-deadlock-2")
+    calls = []
+
+    def deadlocks(*args: object) -> None:
+        calls.append(args)
+        raise _deadlocked()
+
+    monkeypatch.setattr(inbox, "_deliver_once", deadlocks)
+    with pytest.raises(OperationalError), transaction.atomic():
+        weft.signal("sg-deadlock-2", "approve", 1)
+    assert len(calls) == 1
+    assert not WorkflowSignal.objects.filter(run_id="sg-deadlock-2").exists()

@@ -1,8 +1,13 @@
-"""The Django admin of weft_django: who holds what, and the runs it drives.
+"""The Django admin of weft_django: an operator's console over who holds what.
 
-Django's admin autodiscovery imports this package; the registrations live in
-:mod:`.options` (ModelAdmins), with :mod:`.filters`, :mod:`.actions` and
-:mod:`.display` apart, as in ``django.contrib.admin`` itself.
+Django's admin autodiscovery imports this package; it only re-exports and
+registers. As in ``django.contrib.admin`` itself the parts live apart:
+:mod:`.options` (engine-state ModelAdmins), :mod:`.runs` (runs and their
+history), :mod:`.views` (the overview, the engine and run pages),
+:mod:`.overview` and :mod:`.timeline` (what those pages show), :mod:`.actions`
+(batched, permission-gated actions), :mod:`.forms` (send-signal),
+:mod:`.filters`, :mod:`.scale` (capped counts, exact search) and
+:mod:`.display`.
 """
 
 from .display import LEASE_STYLE, precise, render_lease_state
@@ -12,11 +17,14 @@ from .options import (
     EngineAdmin,
     GlobalLeaseAdmin,
     OwnershipMarkerAdmin,
+)
+from .runs import (
     UpdateRequestAdmin,
     WorkflowEventAdmin,
     WorkflowRunAdmin,
     WorkflowSignalAdmin,
 )
+from .views import OverviewAdmin
 
 __all__ = [
     "LEASE_STYLE",
@@ -24,6 +32,7 @@ __all__ = [
     "EngineAdmin",
     "GlobalLeaseAdmin",
     "LeaseStateFilter",
+    "OverviewAdmin",
     "OwnershipMarkerAdmin",
     "UpdateRequestAdmin",
     "WorkflowEventAdmin",

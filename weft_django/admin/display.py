@@ -30,6 +30,7 @@ def request_db_now(request: HttpRequest) -> datetime:
     now: datetime | None = getattr(request, "_weft_db_now", None)
     if now is None:
         now = db_now()
+        # A per-request cache on the request object (HttpRequest declares no such attribute).
         request._weft_db_now = now  # type: ignore[attr-defined]
     return now
 

@@ -1,4 +1,4 @@
-"""The admin's ModelAdmins: who holds what, read-only.
+"""The admin's ModelAdmins of engine state: who holds what, read-only.
 
 Engine state (engines, claims, the ownership-mode marker, the global lease)
 and run history are written only by engines; the admin shows them and never
@@ -7,9 +7,8 @@ queries: related rows come from ``select_related``, counts and owners from
 annotations, and lease states from one SQL expression judged against a single
 reading of the database clock per request.
 
-Changes to runs are admin actions (:mod:`.actions`) that call the public
-API, gated by the ``operate`` permission (``change_workflowrun``) and
-reported with ``message_user``.
+The runs and their history are in :mod:`.runs`; the overview and the extra
+parts of the engine and run pages in :mod:`.views`.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.db import models
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Cast, Coalesce
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -35,24 +34,21 @@ from ..models import (
     Engine,
     GlobalLease,
     OwnershipMarker,
-    UpdateRequest,
-    WorkflowEvent,
     WorkflowRun,
-    WorkflowSignal,
 )
 from ..ownership.gates import read_marker
 from ..ownership.leases import lease_state_expression
 from ..ownership.modes import ownership_class
-from .actions import cancel_runs, purge_runs, resume_runs, suspend_runs
 from .display import (
     admin_link,
-    compact_json,
     engine_label,
     precise,
     render_lease_state,
     request_cutoff,
 )
-from .filters import EngineLeaseStateFilter, LeaseStateFilter, OwnerLeaseStateFilter
+from .filters import ClaimLeaseStateFilter, EngineLeaseStateFilter
+from .scale import CappedCountMixin, ExactSearchMixin
+from .views import EnginePageMixin
 
 
 class ReadOnlyAdminMixin:
@@ -72,7 +68,7 @@ class ReadOnlyAdminMixin:
 
 
 @admin.register(Engine)
-class EngineAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class EngineAdmin(EnginePageMixin, ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "id",
         "hostname",
@@ -87,7 +83,8 @@ class EngineAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "claims_held_display",
     )
     list_filter = ("status", "kind", "ownership_mode", EngineLeaseStateFilter)
-    search_fields = ("id", "hostname")
+    search_fields = ("id",)
+    exact_search_fields = ("id", "hostname")
     readonly_fields = ("lease_state_display", "claims_held_display")
     ordering = ("-started_at",)
 
@@ -135,7 +132,7 @@ class EngineAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Claim)
-class ClaimAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ClaimAdmin(CappedCountMixin, ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "workflow_id",
         "run_display",
@@ -145,10 +142,12 @@ class ClaimAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "lease_state_display",
         "holder_lease_expires_at",
     )
-    list_filter = (LeaseStateFilter,)
-    search_fields = ("workflow_id", "holder__id", "holder__hostname")
+    list_filter = (ClaimLeaseStateFilter,)
+    # Sorting a million rows by anything but an index is a full sort.
+    sortable_by = ("workflow_id",)
+    search_fields = ("workflow_id",)
+    exact_search_fields = ("workflow_id", "holder_id")
     readonly_fields = ("run_display", "lease_state_display", "holder_lease_expires_at")
-    show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
         cutoff_at = request_cutoff(request, get_settings().claim_timing)
@@ -160,7 +159,13 @@ class ClaimAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 lease_state=lease_state_expression(
                     "holder__lease_expires_at", cutoff_at, held_field="holder"
                 ),
-                run_exists=Exists(WorkflowRun.objects.filter(pk=OuterRef("workflow_id"))),
+                # A LIMIT 1 subquery, evaluated for the page's rows only (an EXISTS
+                # may be planned as a hash of the whole run table).
+                run_exists=Subquery(
+                    WorkflowRun.objects.filter(pk=OuterRef("workflow_id"))
+                    .order_by()
+                    .values("pk")[:1]
+                ),
             )
         )
 
@@ -168,7 +173,7 @@ class ClaimAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def run_display(self, obj: Claim) -> str:
         if getattr(obj, "run_exists", False):
             return admin_link(WorkflowRun, obj.workflow_id, _("view run"))
-        return _("purged / none")
+        return str(_("purged / none"))
 
     @admin.display(description=_("holder"), ordering="holder_id")
     def holder_display(self, obj: Claim) -> str:
@@ -289,152 +294,3 @@ class GlobalLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description=_("lease"), ordering="lease_state")
     def lease_state_display(self, obj: GlobalLease) -> str:
         return render_lease_state(getattr(obj, "lease_state", None))
-
-
-# -- runs and their history --------------------------------------------------------
-
-
-class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-
-class WorkflowEventInline(ReadOnlyInline):
-    model = WorkflowEvent
-    fields = ("seq", "kind", "name", "result", "error", "engine_id", "epoch", "created_at")
-    ordering = ("seq",)
-
-
-class WorkflowSignalInline(ReadOnlyInline):
-    model = WorkflowSignal
-    ordering = ("id",)
-    fields = ("signal_id", "name", "payload", "created_at", "consumed_at", "consumed_seq")
-
-
-class UpdateRequestInline(ReadOnlyInline):
-    model = UpdateRequest
-    ordering = ("id",)
-    fields = (
-        "update_id",
-        "name",
-        "status",
-        "payload",
-        "response",
-        "error",
-        "applied_seq",
-        "created_at",
-        "responded_at",
-    )
-
-
-@admin.register(WorkflowRun)
-class WorkflowRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Runs with their owner from the claim table (one query for the whole page).
-
-    Actions (cancel / suspend / resume / purge) call the public API, so the
-    epoch rotation of revocation applies; ``permissions=["operate"]`` makes
-    Django call :meth:`has_operate_permission`.
-    """
-
-    list_display = (
-        "id",
-        "workflow_name",
-        "status",
-        "owner_display",
-        "claim_epoch_display",
-        "owner_lease_display",
-        "waiting_on_display",
-        "wake_at",
-        "updated_at",
-    )
-    list_filter = ("status", "workflow_name", OwnerLeaseStateFilter)
-    search_fields = ("id", "workflow_name", "parent_id")
-    readonly_fields = ("owner_display", "claim_epoch_display", "owner_lease_display")
-    inlines = (WorkflowEventInline, WorkflowSignalInline, UpdateRequestInline)
-    actions = (cancel_runs, suspend_runs, resume_runs, purge_runs)
-    show_full_result_count = False
-
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Who may steer runs through the engine API: ``change_workflowrun`` holders."""
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
-
-    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
-        cutoff_at = request_cutoff(request, get_settings().claim_timing)
-        claim = Claim.objects.filter(workflow_id=OuterRef("pk"))
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                claim_holder_id=Subquery(claim.values("holder_id")[:1]),
-                claim_holder_hostname=Subquery(claim.values("holder__hostname")[:1]),
-                claim_holder_expires_at=Subquery(claim.values("holder__lease_expires_at")[:1]),
-                claim_epoch=Subquery(claim.values("epoch")[:1]),
-            )
-            .annotate(
-                owner_lease_state=lease_state_expression(
-                    "claim_holder_expires_at", cutoff_at, held_field="claim_holder_id"
-                )
-            )
-        )
-
-    @admin.display(description=_("owner engine"), ordering="claim_holder_id")
-    def owner_display(self, obj: WorkflowRun) -> str:
-        return engine_label(
-            getattr(obj, "claim_holder_id", None), getattr(obj, "claim_holder_hostname", None)
-        )
-
-    @admin.display(description=_("epoch"), ordering="claim_epoch")
-    def claim_epoch_display(self, obj: WorkflowRun) -> int | None:
-        return getattr(obj, "claim_epoch", None)
-
-    @admin.display(description=_("owner lease"), ordering="owner_lease_state")
-    def owner_lease_display(self, obj: WorkflowRun) -> str:
-        return render_lease_state(getattr(obj, "owner_lease_state", None))
-
-    @admin.display(description=_("waiting on"))
-    def waiting_on_display(self, obj: WorkflowRun) -> str:
-        return compact_json(obj.waiting_on)
-
-
-class RunLinkMixin:
-    # Newest first by primary key: the models' default ordering ("run", ...)
-    # would join every row to its run just to sort by the run's created_at.
-    ordering = ("-id",)
-
-    @admin.display(description=_("run"), ordering="run_id")
-    def run_link(self, obj: Any) -> str:
-        return admin_link(WorkflowRun, obj.run_id, obj.run_id)
-
-
-@admin.register(WorkflowEvent)
-class WorkflowEventAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("run_link", "seq", "kind", "name", "engine_id", "epoch", "created_at")
-    list_filter = ("kind",)
-    search_fields = ("=run__id", "name", "engine_id")
-    show_full_result_count = False
-
-
-@admin.register(WorkflowSignal)
-class WorkflowSignalAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("run_link", "signal_id", "name", "created_at", "consumed_at", "consumed_seq")
-    list_filter = (("consumed_at", admin.EmptyFieldListFilter), "name")
-    search_fields = ("=run__id", "signal_id", "name")
-    show_full_result_count = False
-
-
-@admin.register(UpdateRequest)
-class UpdateRequestAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = (
-        "run_link",
-        "update_id",
-        "name",
-        "status",
-        "created_at",
-        "responded_at",
-        "expires_at",
-    )
-    list_filter = ("status", "name")
-    search_fields = ("=run__id", "update_id", "name")
-    show_full_result_count = False

@@ -17,16 +17,16 @@ import threading
 import time
 from datetime import datetime
 
-from django.db import OperationalError, connections, transaction
+from django.db import OperationalError, transaction
 from django.db.models import F
-from django.db.models.constants import OnConflict
 
 from ..conf import Timing, get_settings
 from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
 from ..models import Claim, Engine, EngineStatus, db_for
 from . import metrics
-from .clock import NOW_SQL, Clock, DbNow, db_now, seconds
+from .clock import Clock, DbNow, db_now, seconds
 from .cooldown import Cooldown
+from .first_claims import insert_first_claims
 from .locks import PASS_LOCK_WAIT, bounded_lock_wait, is_lock_failure
 from .results import (
     Acquired,
@@ -112,6 +112,17 @@ class ClaimRegistry:
         if new:
             metrics.claims_active.inc()
 
+    def adopt(self, won: dict[str, int], *, takeover: bool) -> None:
+        """Record claims a batched transition won (workflow id -> new epoch):
+        local state, cooldown windows ended, metrics, under one lock."""
+        with self._lock:
+            new = sum(1 for workflow_id in won if workflow_id not in self._held)
+            self._held.update(won)
+        metrics.claims_active.inc(new)
+        for workflow_id in won:
+            self.cooldown.clear(workflow_id)
+        metrics.claim_attempts.labels(outcome="takeover" if takeover else "acquired").inc(len(won))
+
     def forget(self, workflow_id: str, epoch: int | None = None) -> bool:
         """Drop local state for a claim (only at ``epoch`` when given)."""
         with self._lock:
@@ -193,41 +204,40 @@ class ClaimRegistry:
         updated = (
             Claim.objects.using(self.using)
             .filter(workflow_id=workflow_id, holder__isnull=True, epoch=expected_epoch)
-            .update(holder_id=self.engine_id, epoch=F("epoch") + 1, claimed_at=self._stamp())
+            .update(holder_id=self.engine_id, epoch=F("epoch") + 1, claimed_at=self.stamp())
         )
         if updated == 1:
             return self._won(workflow_id, expected_epoch + 1, takeover=False)
         return self._lost_race(workflow_id)
 
-    def _stamp(self) -> datetime | DbNow:
+    def stamp(self) -> datetime | DbNow:
         """``claimed_at``: bookkeeping, never judged, so the database's own ``now``
         in the statement itself (no clock read) unless a test injected a clock."""
         return self._clock() if self._clock is not None else DbNow()
 
     def _insert_first_claim(self, workflow_id: str) -> bool:
         """Epoch 1 for a workflow id that never had a claim: one INSERT that does
-        nothing on a duplicate key (False when another engine inserted first).
+        nothing on a duplicate key (False when another engine inserted first)."""
+        return bool(
+            insert_first_claims(self.using, self.engine_id, [workflow_id], stamp=self.stamp_value())
+        )
 
-        Django's own per-vendor spelling of "ignore the conflict":
-        ``ON CONFLICT DO NOTHING`` (PostgreSQL), ``INSERT OR IGNORE`` (SQLite),
-        ``INSERT IGNORE`` (MySQL/MariaDB).
-        """
-        connection = connections[self.using]
-        ops = connection.ops
-        if self._clock is not None:
-            stamp, params = "%s", [ops.adapt_datetimefield_value(self._clock())]
-        else:
-            stamp, params = NOW_SQL[connection.vendor].replace("%", "%%"), []
-        on_conflict = ops.on_conflict_suffix_sql([], OnConflict.IGNORE, [], [])
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} "
-                f"{ops.quote_name(Claim._meta.db_table)} "
-                f"(workflow_id, epoch, holder_id, claimed_at) VALUES (%s, 1, %s, {stamp}) "
-                f"{on_conflict}",
-                [workflow_id, self.engine_id, *params],
-            )
-            return cursor.rowcount == 1
+    # -- batch intake (weft_django.ownership.intake) ------------------------------
+
+    def may_take(self, workflow_id: str) -> bool:
+        """What ``acquire`` checks before any statement: not disposing, and the
+        workflow not in its anti-thrash cooldown (a skip is counted)."""
+        return not self.disposing and self._skip_for_cooldown(workflow_id) is None
+
+    def stamp_value(self) -> datetime | None:
+        """The injected clock's now for a ``claimed_at`` (None: the database's own
+        now, written inside the statement)."""
+        return self._clock() if self._clock is not None else None
+
+    def record_acquired(self, workflow_id: str, epoch: int) -> Acquired:
+        """Book a claim a caller won by its own conditional statement (the intake's
+        batch INSERT of epoch-1 claims): local view, cooldown, metrics."""
+        return self._won(workflow_id, epoch, takeover=False)
 
     def takeover(self, workflow_id: str, *, holder_id: str, epoch: int) -> ClaimResult:
         """Take a claim from ``holder_id`` at ``epoch`` once its lease has expired.

@@ -40,7 +40,7 @@ def _holds(
     using: str,
     model: type[Claim] | type[GlobalLease],
     key: str,
-    value: object,
+    value: str | int,
     engine_id: str,
     epoch: int,
 ) -> bool:
@@ -48,7 +48,8 @@ def _holds(
     locking = LOCKING_READS.get(connection.vendor)
     if locking is not None:
         table = connection.ops.quote_name(model._meta.db_table)
-        column = connection.ops.quote_name(model._meta.get_field(key).column)
+        field = model._meta.get_field(key)  # the primary key: a concrete Field
+        column = connection.ops.quote_name(getattr(field, "column", None) or key)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT 1 FROM {table} WHERE {column} = %s AND holder_id = %s "
@@ -195,6 +196,28 @@ def _adapted(connection: Any, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
                 yield value
 
 
+def _pg_events_cte(
+    connection: Any, rows: list[tuple[Any, ...]], gate: str
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: the CTE ``ins`` inserting ``rows`` (EVENT_COLUMNS order) only
+    when the CTE ``gate`` has a row; its SQL and parameters."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
+    one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
+    sql = (
+        f"ins AS (INSERT INTO {quote(WorkflowEvent._meta.db_table)} ({columns}) SELECT v.* "
+        f"FROM (VALUES {', '.join([one] * len(rows))}) AS v({columns}) CROSS JOIN {gate})"
+    )
+    return sql, [value for row in rows for value in row]
+
+
+def _pg_stamp(stamp: str | None, now: Callable[[], datetime]) -> tuple[str, list[Any]]:
+    """SQL for "now" and its parameters: ``stamp`` as is, else ``now()`` passed."""
+    if stamp is None:
+        return "%s", [now()]
+    return stamp, []
+
+
 def fenced_finish(
     using: str,
     *,
@@ -221,28 +244,20 @@ def fenced_finish(
     connection = connections[using]
     if connection.vendor != "postgresql":
         return None
-    stamp_params: list[Any] = []
-    if stamp is None:
-        stamp, stamp_params = "%s", [now()]
+    stamp, stamp_params = _pg_stamp(stamp, now)
     quote = connection.ops.quote_name
     claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
     request_table = quote(UpdateRequest._meta.db_table)
-    event_table = quote(WorkflowEvent._meta.db_table)
-    columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
     parts = [
         f"WITH rel AS (UPDATE {claim_table} SET holder_id = NULL, claimed_at = NULL "
         "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
     ]
     params: list[Any] = [workflow_id, engine_id, epoch]
     if rows:
-        one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
-        parts.append(
-            f"ins AS (INSERT INTO {event_table} ({columns}) SELECT v.* FROM (VALUES "
-            f"{', '.join([one] * len(rows))}) AS v({columns}) CROSS JOIN rel)"
-        )
-        for row in rows:
-            params.extend(row)
+        events_sql, events_params = _pg_events_cte(connection, rows, "rel")
+        parts.append(events_sql)
+        params.extend(events_params)
     parts.append(
         f"fin AS (UPDATE {run_table} SET status = %s, result = %s::jsonb, error = %s::jsonb, "
         f"waiting_on = NULL, wake_at = NULL, wake_hint_at = NULL, updated_at = {stamp}, "
@@ -276,3 +291,51 @@ def fenced_finish(
         cursor.execute(sql, params)
         released = cursor.fetchone()[0]
     return released == 1
+
+
+def fenced_park(
+    using: str,
+    *,
+    workflow_id: str,
+    engine_id: str,
+    epoch: int,
+    rows: list[tuple[Any, ...]],
+    waiting_on_json: str,
+    wake_at: datetime | None,
+    stamp: str | None,
+    now: Callable[[], datetime],
+) -> bool | None:
+    """Park a run as one statement (PostgreSQL; None elsewhere): prove the claim
+    (``FOR SHARE``, as :func:`fenced_insert`), insert the turn's last events and
+    move the run to ``waiting`` on ``waiting_on_json`` until ``wake_at``, all only
+    if the claim holds. Its wake hint is left alone: a signal that arrived during
+    the turn still wakes the run. Returns True when parked, False when this
+    engine no longer holds the claim at ``epoch``.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    stamp, stamp_params = _pg_stamp(stamp, now)
+    quote = connection.ops.quote_name
+    claim_table = quote(Claim._meta.db_table)
+    run_table = quote(WorkflowRun._meta.db_table)
+    parts = [
+        f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
+        "AND holder_id = %s AND epoch = %s FOR SHARE)"
+    ]
+    params: list[Any] = [workflow_id, engine_id, epoch]
+    if rows:
+        events_sql, events_params = _pg_events_cte(connection, rows, "fence")
+        parts.append(events_sql)
+        params.extend(events_params)
+    parts.append(
+        f"park AS (UPDATE {run_table} SET status = 'waiting', waiting_on = %s::jsonb, "
+        f"wake_at = %s, updated_at = {stamp}, started_at = COALESCE(started_at, {stamp}) "
+        "WHERE id = %s AND EXISTS (SELECT 1 FROM fence))"
+    )
+    params.extend([waiting_on_json, wake_at, *stamp_params * 2, workflow_id])
+    sql = ", ".join(parts) + " SELECT count(*) FROM fence"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        held = cursor.fetchone()[0]
+    return held == 1

@@ -28,7 +28,7 @@ from ..exceptions import (
     OwnershipModeMismatchError,
     WeftConfigurationError,
 )
-from ..models import OwnershipMarker, db_for, mysql_collation
+from ..models import OwnershipMarker, db_for, is_mariadb, mysql_collation
 from .clock import as_aware, db_now
 
 logger = logging.getLogger("weft_django.ownership")
@@ -76,7 +76,7 @@ def mysql_problems(connection: BaseDatabaseWrapper) -> list[str]:
     """
     tables = [model._meta.db_table for model in apps.get_app_config("weft_django").get_models()]
     marks = ", ".join(["%s"] * len(tables))
-    variable = "tx_isolation" if connection.mysql_is_mariadb else "transaction_isolation"
+    variable = "tx_isolation" if is_mariadb(connection) else "transaction_isolation"
     collation = mysql_collation(connection)
     with connection.cursor() as cursor:
         cursor.execute(

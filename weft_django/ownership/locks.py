@@ -36,7 +36,7 @@ OPERATOR_LOCK_WAIT = 2.0
 # PostgreSQL's lock_not_available (what lock_timeout raises); MySQL/MariaDB's
 # ER_LOCK_WAIT_TIMEOUT; SQLite's busy database.
 _LOCK_NOT_AVAILABLE = "55P03"
-_MYSQL_LOCK_WAIT_TIMEOUT = 1205
+MYSQL_LOCK_WAIT_TIMEOUT = 1205
 _LOCKED_MESSAGES = ("database is locked", "database table is locked")
 
 
@@ -47,7 +47,7 @@ def is_lock_failure(error: BaseException) -> bool:
     cause = error.__cause__ or error
     if getattr(cause, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
         return True
-    if getattr(cause, "args", None) and cause.args[0] == _MYSQL_LOCK_WAIT_TIMEOUT:
+    if getattr(cause, "args", None) and cause.args[0] == MYSQL_LOCK_WAIT_TIMEOUT:
         return True
     text = str(error).lower()
     return any(message in text for message in _LOCKED_MESSAGES)

@@ -8,6 +8,7 @@ so metrics, logs, the admin and tests all speak the same words.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ class PassResult:
     #: own lease was not extended).
     succeeded: bool = True
     _began: float = field(default_factory=monotonic, repr=False, compare=False)
+    #: The counts of a :meth:`compact` result, whose per-run outcomes were dropped.
+    _counts: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     def done(self) -> PassResult:
         """Stamp ``finished_at``: ``started_at`` (a database time) plus the
@@ -74,7 +77,23 @@ class PassResult:
 
     @property
     def counts(self) -> Counter[str]:
+        if self._counts is not None:
+            return Counter(self._counts)
         return Counter(str(outcome) for outcome in self.outcomes.values())
+
+    def compact(self, keep: int = 1000, *, max_failures: int = 100) -> PassResult:
+        """This result as a long-lived host remembers it: with more than ``keep``
+        per-run outcomes, a copy that keeps the counts and the first
+        ``max_failures`` errors only (a pass over 100,000 held runs would
+        otherwise pin 100,000 entries until the next one)."""
+        if len(self.outcomes) <= keep:
+            return self
+        return dataclasses.replace(
+            self,
+            outcomes={},
+            errors=dict(list(self.errors.items())[:max_failures]),
+            _counts=dict(self.counts),
+        )
 
     def count(self, outcome: Outcome) -> int:
         return self.counts.get(str(outcome), 0)

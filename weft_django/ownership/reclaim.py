@@ -3,13 +3,17 @@ or departed engines (and :func:`acquire_stranded`, its acquisition rules, which
 the store-wide passes of a Celery task use too).
 
 Candidates are (a) claims whose holder's lease has expired on the database
-clock and (b) active runs with no holder at all. For each: skip it unless its
-workflow type is in ``names`` (registered in this process); up to 5
-acquire/takeover attempts; after winning, re-confirm the run is still
-non-terminal (else release); a claim won while the engine is disposing is
-released at once; then hand the run to ``drive``. A drive that fails keeps
-the claim: the host retries it on later passes, it is never released on
-failure.
+clock and (b) started runs with no holder at all. Only runs whose workflow
+type is in ``names`` (registered in this process) are taken. They are taken
+in batches, one conditional UPDATE per batch (:mod:`.takeover`); what a batch
+cannot take (no claim row yet, or a race on SQLite) is taken one run at a
+time with up to 5 acquire/takeover attempts. After winning, each run is
+re-confirmed non-terminal (else released); a claim won while the engine is
+disposing is released at once. A run with something to do (left running or
+pending, a wake hint, a due timer) is handed to ``drive``; a parked run with
+nothing due is held without a turn (its turn would only park it again). A
+drive that fails keeps the claim: the host retries it on later passes, it is
+never released on failure.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
-from . import scans
+from . import scans, takeover
 from .outcomes import Outcome, PassResult
 from .results import Acquired, BackoffSkipped, Busy, LostRace, NotExpired
+from .takeover import settle as _settle
 
 if TYPE_CHECKING:
     from .claims import ClaimRegistry
@@ -37,38 +42,107 @@ def reclaim_scan(
     *,
     names: Collection[str],
     drive: Callable[[str], object],
-    limit: int = 500,
+    limit: int = takeover.BATCH,
     max_attempts: int = MAX_ATTEMPTS,
+    budget: float | None = None,
 ) -> PassResult:
+    """One pass, in batches of ``limit`` claims (see :mod:`.takeover`): first the
+    claims of expired holders, then ownerless started runs. It stops taking new
+    batches after ``budget`` seconds (default: 4 x the renew interval) and the
+    next pass carries on. The renewal has its own thread, so a long pass never
+    makes it late; the signal and update polls that follow on this thread wait
+    (wake hints and ``NOTIFY`` still reach the runs held meanwhile)."""
     now = claims.now()
     result = PassResult("reclaim", started_at=now)
-    using = claims.using
-    candidates = dict.fromkeys(
-        scans.expired_holders(claims.timing.cutoff(now), limit=limit, using=using)
-    )
-    candidates.update(dict.fromkeys(scans.ownerless_active(limit=limit, using=using)))
-    types = scans.workflow_names(list(candidates), using=using)
-    for run_id in candidates:
-        if claims.disposing:
-            break
-        try:
-            outcome = acquire_stranded(
-                claims,
-                run_id,
-                workflow_name=types.get(run_id),
-                names=names,
-                max_attempts=max_attempts,
-            )
-            if outcome is Outcome.ACQUIRED:
-                drive(run_id)
-                outcome = Outcome.RECLAIMED
-            elif outcome is Outcome.NOT_EXPIRED:
-                outcome = Outcome.LOST_RACE
-            result.record(run_id, outcome)
-        except DatabaseError as exc:
-            logger.warning("reclaim of %s failed: %s", run_id, exc)
-            result.record(run_id, Outcome.ERROR, exc)
+    names = list(names)
+    if not names:
+        return result.done()
+    clock = takeover.Budget(claims.timing.renew_interval * 4 if budget is None else budget)
+    scan = _Scan(claims, names, drive, result, max_attempts)
+    cutoff = claims.timing.cutoff(now)
+    sweep = takeover.SWEEPS.setdefault(claims, {})
+    try:
+        for holder_id in takeover.expired_engines(claims, cutoff):
+            cursor: str | None = ""
+            while cursor is not None and not claims.disposing and not clock.spent():
+                batch, cursor = takeover.take_from_expired(
+                    claims, holder_id, cutoff, names, now, after=cursor, limit=limit
+                )
+                scan.finish(batch, taken_over=True)
+        for status in takeover.STARTED:
+            after: str | None = sweep.get(status, "")
+            while after is not None and not claims.disposing and not clock.spent():
+                free, no_row, after = takeover.ownerless_page(
+                    names, status, after=after, limit=limit, using=claims.using
+                )
+                batch = takeover.take_ownerless(claims, free, names, now)
+                batch.fallback += no_row
+                scan.finish(batch, taken_over=False)
+            # Where this pass stopped (None: the sweep ended; the next starts over).
+            sweep[status] = after or ""
+    except DatabaseError as exc:
+        logger.warning("reclaim pass stopped early: %s", exc)
     return result.done()
+
+
+class _Scan:
+    """Book-keeping of one reclaim pass: adopt, drive and record each batch."""
+
+    def __init__(
+        self,
+        claims: ClaimRegistry,
+        names: list[str],
+        drive: Callable[[str], object],
+        result: PassResult,
+        max_attempts: int,
+    ) -> None:
+        self.claims = claims
+        self.names = names
+        self.drive = drive
+        self.result = result
+        self.max_attempts = max_attempts
+
+    def finish(self, batch: takeover.Batch, *, taken_over: bool) -> None:
+        record = self.result.record
+        if batch.busy:
+            logger.info("a reclaim batch found its rows locked; retried next pass")
+        settled = _settle(self.claims, batch, takeover=taken_over)
+        for run_id, due in settled.kept.items():
+            if due:
+                self.drive(run_id)
+            record(run_id, Outcome.RECLAIMED)
+        for run_id in settled.released:
+            record(run_id, Outcome.NOT_ELIGIBLE)  # won while disposing: released at once
+        for run_id in batch.skipped:
+            record(run_id, Outcome.BACKOFF_SKIPPED)
+        for run_id in batch.lost:
+            record(run_id, Outcome.LOST_RACE)
+        if batch.fallback:
+            self._one_by_one(batch.fallback)
+
+    def _one_by_one(self, run_ids: list[str]) -> None:
+        """The one-run transitions, for what a batch could not take."""
+        types = scans.workflow_names(run_ids, using=self.claims.using)
+        for run_id in run_ids:
+            if self.claims.disposing:
+                break
+            try:
+                outcome = acquire_stranded(
+                    self.claims,
+                    run_id,
+                    workflow_name=types.get(run_id),
+                    names=self.names,
+                    max_attempts=self.max_attempts,
+                )
+                if outcome is Outcome.ACQUIRED:
+                    self.drive(run_id)
+                    outcome = Outcome.RECLAIMED
+                elif outcome is Outcome.NOT_EXPIRED:
+                    outcome = Outcome.LOST_RACE
+                self.result.record(run_id, outcome)
+            except DatabaseError as exc:
+                logger.warning("reclaim of %s failed: %s", run_id, exc)
+                self.result.record(run_id, Outcome.ERROR, exc)
 
 
 def acquire_stranded(

@@ -115,5 +115,6 @@ class RenewResult:
     @property
     def outcomes(self) -> dict[str, Outcome]:
         """``renewed`` or ``failed`` for every claim held when the pass started."""
-        failed = {item.workflow_id for item in self.lost}
-        return {wid: (Outcome.FAILED if wid in failed else Outcome.RENEWED) for wid in self.held}
+        outcomes = dict.fromkeys(self.held, Outcome.RENEWED)
+        outcomes.update((item.workflow_id, Outcome.FAILED) for item in self.lost)
+        return outcomes

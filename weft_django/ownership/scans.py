@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from ..models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun, db_for
 
@@ -40,29 +39,6 @@ def _due_pending(now: datetime, using: str | None) -> QuerySet[WorkflowRun]:
 def pending_due(now: datetime, *, limit: int = 100, using: str | None = None) -> list[str]:
     """Pending runs whose start time has come and that nobody holds."""
     return list(_due_pending(now, using).filter(~has_holder()).values_list("pk", flat=True)[:limit])
-
-
-def pending_ready(now: datetime, names: list[str], *, using: str | None = None) -> QuerySet:
-    """Due pending runs of ``names`` (mode ``lease``: the global lease covers them)."""
-    return _due_pending(now, using).filter(workflow_name__in=names)
-
-
-def pending_claimable(now: datetime, names: list[str], *, using: str | None = None) -> QuerySet:
-    """Due, unheld pending runs of ``names``, each with its claim's epoch.
-
-    ``claim_epoch`` is 0 when the run has no claim row yet, so acquiring one
-    is a single conditional write without reading the claim first.
-    """
-    return (
-        pending_ready(now, names, using=using)
-        .filter(~has_holder())
-        .annotate(
-            claim_epoch=Coalesce(
-                Subquery(Claim.objects.filter(workflow_id=OuterRef("pk")).values("epoch")[:1]),
-                Value(0),
-            )
-        )
-    )
 
 
 def held_due(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.fields.json import KT
@@ -21,7 +22,7 @@ from .outcomes import Outcome, PassResult
 logger = logging.getLogger("weft_django.signal_poll")
 
 
-def _signal_waiters(using: str | None) -> QuerySet[WorkflowRun]:
+def _signal_waiters(using: str | None) -> QuerySet[Any]:  # annotated: has_signal
     """Waiting runs parked on a signal, each annotated ``has_signal``: whether a
     signal of the awaited name is buffered (probed, never consumed)."""
     buffered = WorkflowSignal.objects.filter(

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError
 
+from ..ownership.locks import MYSQL_LOCK_WAIT_TIMEOUT
+
 # SQLSTATE classes of failures that end by themselves: connection exceptions,
 # operator intervention (a terminated backend, a shutdown), transaction rollbacks
 # (serialization failures, deadlocks), insufficient resources; and a session the
@@ -31,7 +33,7 @@ _TRANSIENT_STATES = ("25P03", "55P03")
 # the error number decides: too many connections, shutdown in progress, lock wait
 # timeout, deadlock, query interrupted, connection killed, idle transaction timed
 # out; and every client error (2000 and up: server gone away, lost connection).
-_MYSQL_TRANSIENT_CODES = frozenset({1040, 1053, 1205, 1213, 1317, 1927, 4031})
+_MYSQL_TRANSIENT_CODES = frozenset({1040, 1053, MYSQL_LOCK_WAIT_TIMEOUT, 1213, 1317, 1927, 4031})
 _MYSQL_CLIENT_ERRORS = 2000
 
 
@@ -52,6 +54,21 @@ def is_transient(error: BaseException | None) -> bool:
         return True
     state = getattr(cause, "sqlstate", None) or ""
     return state.startswith(_TRANSIENT_CLASSES) or state in _TRANSIENT_STATES
+
+
+# Deadlocks and serialization failures: the server rolled the transaction back,
+# and running it again is the documented remedy.
+_MYSQL_RETRY_CODES = frozenset({1213})
+_RETRY_STATES = ("40P01", "40001")
+
+
+def is_retryable_conflict(error: BaseException | None) -> bool:
+    """A deadlock or serialization failure: the whole transaction may run again."""
+    cause = getattr(error, "__cause__", None)
+    code = _mysql_code(cause)
+    if code is not None:
+        return code in _MYSQL_RETRY_CODES
+    return (getattr(cause, "sqlstate", None) or "") in _RETRY_STATES
 
 
 @dataclass

@@ -165,6 +165,7 @@ class Context:
     def now(self) -> datetime:
         """The current time, recorded: identical on replay."""
         value = self._recorded_value("now", lambda: _iso(self._now()))
+        # Recorded by this method, so always an ISO datetime: _parse gives no None here.
         return _parse(value)  # type: ignore[return-value]
 
     def uuid4(self) -> _uuid.UUID:

@@ -265,6 +265,7 @@ class WorkflowEngine:
     def _execute(self, turn: Turn, run: dict[str, Any]) -> TurnOutcome:
         replay = Replay(turn.run_id, self._load_events(turn.run_id))
         ctx = Context(turn, replay)
+        failure: BaseException | None
         try:
             if replay.poisoned is not None:
                 raise replay.poisoned

@@ -46,7 +46,7 @@ class ChildHandle:
         return self._waiter(self.id, timeout)
 
 
-class ReplayAwareLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+class ReplayAwareLogger(logging.LoggerAdapter):
     """``ctx.logger``: quiet while the run replays recorded history."""
 
     def __init__(self, replay: Replay, workflow_name: str) -> None:

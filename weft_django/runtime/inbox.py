@@ -7,16 +7,22 @@ and gives the same answers.
 
 from __future__ import annotations
 
+import random
+import time
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import Model
 
 from ..conf import get_settings
 from ..exceptions import WorkflowNotFoundError, WorkflowTerminalError
 from ..models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun, db_for
 from ..ownership.clock import db_now
+from .backoff import is_retryable_conflict
 from .wakeups import notify
+
+#: How many times ``deliver`` runs its transaction when it ends in a deadlock.
+DELIVER_ATTEMPTS = 4
 
 
 def status_of(workflow_id: str, *, using: str | None = None) -> str:
@@ -40,6 +46,21 @@ def deliver(workflow_id: str, row: Model, *, using: str | None = None) -> None:
     unless its id exists already (idempotent ids), ``NOTIFY`` the owner on commit.
     """
     using = db_for(using)
+    # A deadlock with the owner's turn (MariaDB: the run row and the request
+    # index, locked in the other order) rolled everything back: run it again.
+    # Inside a caller's transaction that is the caller's to retry.
+    attempts = 1 if connections[using].in_atomic_block else DELIVER_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            _deliver_once(workflow_id, row, using)
+            return
+        except DatabaseError as exc:
+            if attempt == attempts or not is_retryable_conflict(exc):
+                raise
+            time.sleep(random.uniform(0.005, 0.02) * attempt)
+
+
+def _deliver_once(workflow_id: str, row: Model, using: str) -> None:
     with transaction.atomic(using=using):
         now = db_now(using)
         hinted = (
@@ -50,8 +71,9 @@ def deliver(workflow_id: str, row: Model, *, using: str | None = None) -> None:
         )
         if hinted != 1:
             raise WorkflowTerminalError(workflow_id, status_of(workflow_id, using=using))
+        # Both row types (WorkflowSignal, UpdateRequest) have created_at; Model does not.
         row.created_at = now  # type: ignore[attr-defined]
-        type(row).objects.using(using).bulk_create([row], ignore_conflicts=True)
+        type(row)._default_manager.using(using).bulk_create([row], ignore_conflicts=True)
         notify(workflow_id, using=using)
 
 

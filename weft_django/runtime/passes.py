@@ -49,7 +49,9 @@ class EnginePasses:
         self._lock = threading.Lock()
 
     def keep(self, result: PassResult) -> None:
-        """Remember ``result`` as the last of its pass."""
+        """Remember ``result`` as the last of its pass (compacted: counts only
+        when it covers many runs)."""
+        result = result.compact()
         with self._lock:
             self._last[result.name] = result
 

@@ -78,6 +78,7 @@ def workflow(
             name=name or _origin(fn), version=version, fn=fn, timeout=seconds
         )
         register(definition)
+        # Marks the user's function so resolve() finds it (functions take attributes).
         fn._weft_definition = definition  # type: ignore[attr-defined]
         return fn
 

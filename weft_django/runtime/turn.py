@@ -78,14 +78,15 @@ class Turn(RunWrites):
 
     def consume_signal(self, name: str, pending: list[Event], seq: int) -> Event | None:
         signals = WorkflowSignal.objects.using(self.using)
+        buffered = signals.filter(run_id=self.run_id, name=name, consumed_at__isnull=True)
+        # Nothing buffered: one plain read, no fenced transaction (a wait that
+        # parks is most waits). A signal stored after this read leaves its wake
+        # hint on the run, which parking keeps, so the run is woken for it.
+        if not buffered.exists():
+            return None
         for _attempt in range(5):
             with self._fenced():
-                row = (
-                    signals.filter(run_id=self.run_id, name=name, consumed_at__isnull=True)
-                    .order_by("id")
-                    .values_list("id", "payload")
-                    .first()
-                )
+                row = buffered.order_by("id").values_list("id", "payload").first()
                 if row is None:
                     return None
                 signal_pk, payload = row

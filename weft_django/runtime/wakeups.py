@@ -24,6 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 from django.db import connections, transaction
 
@@ -107,7 +108,9 @@ def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> No
 
 def can_watch_sqlite(using: str, settings: WeftSettings) -> bool:
     connection = connections[using]
-    return connection.vendor == "sqlite" and settings.notify and not connection.is_in_memory_db()
+    if connection.vendor != "sqlite" or not settings.notify:
+        return False
+    return not cast(Any, connection).is_in_memory_db()  # a method of SQLite's wrapper only
 
 
 def watch_sqlite(

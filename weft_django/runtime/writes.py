@@ -181,6 +181,19 @@ class RunWrites:
     ) -> None:
         if self.timeout_at is not None and (wake_at is None or self.timeout_at < wake_at):
             wake_at = self.timeout_at
+        if self._one_statement(
+            lambda: self.ownership.park_fenced(
+                self.run_id,
+                self.epoch,
+                rows=self._event_rows(events),
+                waiting_on_json=dumps(waiting_on),
+                wake_at=wake_at,
+                stamp=self.host.db_stamp(),
+                now=self.now,
+            )
+        ):
+            self.status = RunStatus.WAITING
+            return
         now = self.now()
         with self._fenced():
             self._insert(events)

@@ -42,6 +42,15 @@ class Command(BaseCommand):
             help="seconds in-flight turns get to finish at shutdown",
         )
         parser.add_argument(
+            "--task-queue",
+            action="append",
+            dest="task_queues",
+            default=None,
+            metavar="NAME",
+            help="serve only this django.tasks queue (repeatable; default: every queue "
+            "of the configured WeftTaskBackends; docs/tasks.md)",
+        )
+        parser.add_argument(
             "--status-interval", type=float, default=60.0, help="seconds between status lines"
         )
 
@@ -65,6 +74,8 @@ class Command(BaseCommand):
                 logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
+        if options["task_queues"]:
+            select_task_queues(options["task_queues"])
         try:
             worker = Worker(
                 concurrency=options["concurrency"],
@@ -91,3 +102,25 @@ class Command(BaseCommand):
                 f"{worker.watch.exit_after:g}s, so it may have been deposed. A process "
                 "supervisor (systemd, Kubernetes, ...) should start it again."
             )
+
+
+def select_task_queues(queues: list[str]) -> None:
+    """``--task-queue``: keep only those queues' ``django.tasks.<queue>`` workflows."""
+    from weft_django import extras
+
+    if not extras.task_backend_aliases() or not extras.has_django_tasks():
+        raise CommandError(
+            "--task-queue needs a WeftTaskBackend in TASKS (Django >= 6.0; docs/tasks.md)."
+        )
+    from django.tasks import task_backends
+
+    from weft_django.backends import serve_only
+
+    known = {q for alias in extras.task_backend_aliases() for q in task_backends[alias].queues}
+    unknown = sorted(set(queues) - known)
+    if unknown:
+        raise CommandError(
+            f"--task-queue {', '.join(unknown)}: not a queue of the configured "
+            f"WeftTaskBackends (they have: {', '.join(sorted(known))})."
+        )
+    serve_only(queues)

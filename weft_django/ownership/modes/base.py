@@ -192,6 +192,11 @@ class Ownership(abc.ABC):
         :func:`~weft_django.ownership.fence.fenced_finish`); None: no such form."""
         return None
 
+    def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+        """Parking as one statement (see
+        :func:`~weft_django.ownership.fence.fenced_park`); None: no such form."""
+        return None
+
     @abc.abstractmethod
     def release_in_commit(self, run_id: str, epoch: int) -> None:
         """Inside a terminal or suspend commit: the claim's release, in that transaction."""

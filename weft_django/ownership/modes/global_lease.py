@@ -19,6 +19,7 @@ from .. import scans
 from ..clock import Clock
 from ..fence import fenced_by_global_lease
 from ..global_lease import GlobalLeaseManager
+from ..intake import ready_window
 from ..outcomes import Outcome, PassResult
 from ..results import Acquired, ClaimResult, LostRace
 from .base import Ownership
@@ -107,8 +108,8 @@ class GlobalLeaseOwnership(Ownership):
     def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
         if not self.lease.held:
             return []
-        ready = scans.pending_ready(now, list(names), using=self.using)
-        return list(ready.values_list("pk", flat=True)[:capacity])
+        ready = ready_window(now, names, capacity, using=self.using)
+        return [candidate.run_id for candidate in ready[:capacity]]
 
     def held_runs(self, names: Collection[str]) -> list[str]:
         if not self.lease.held:

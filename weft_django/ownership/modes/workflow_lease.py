@@ -13,15 +13,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, transaction
-
 from ...conf import Timing, WeftSettings
 from .. import scans
 from ..claims import release_statement
-from ..fence import fenced, fenced_finish, fenced_insert
+from ..fence import fenced, fenced_finish, fenced_insert, fenced_park
+from ..intake import claim_ready
 from ..outcomes import PassResult
 from ..reclaim import reclaim_scan
-from ..results import Acquired, ClaimResult, LostRace
+from ..results import ClaimResult, LostRace
 from .base import Ownership
 
 
@@ -39,8 +38,7 @@ class WorkflowLeaseOwnership(Ownership):
         renewal = self.claims.renew()
         result = PassResult("renew", started_at=renewal.started_at)
         result.succeeded = renewal.engine_renewed
-        for run_id, outcome in renewal.outcomes.items():
-            result.record(run_id, outcome)
+        result.outcomes = renewal.outcomes  # a fresh dict: no per-run loop here
         result.finished_at = renewal.finished_at
         return result
 
@@ -91,6 +89,11 @@ class WorkflowLeaseOwnership(Ownership):
             self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
         )
 
+    def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+        return fenced_park(
+            self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
+        )
+
     def release_in_commit(self, run_id: str, epoch: int) -> None:
         release_statement(self.using, run_id, self.engine_id, epoch)
 
@@ -100,26 +103,9 @@ class WorkflowLeaseOwnership(Ownership):
         return scans.held_due(self.engine_id, now, limit=limit, using=self.using)
 
     def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
-        """One conditional write per run, the rows locked with ``SKIP LOCKED``
-        where the database has it, so concurrent engines pick different runs."""
-        query = scans.pending_claimable(now, list(names), using=self.using)
-
-        def acquire(rows: list[tuple[str, int]]) -> list[str]:
-            return [
-                run_id
-                for run_id, epoch in rows
-                if isinstance(self.claims.acquire(run_id, expected_epoch=epoch), Acquired)
-            ]
-
-        features = connections[self.using].features
-        if features.has_select_for_update_skip_locked:
-            # OF: lock the run rows only (MariaDB has no OF; there the lock of
-            # the outer query block covers the run rows alone anyway).
-            of = ("self",) if features.has_select_for_update_of else ()
-            with transaction.atomic(using=self.using):
-                locked = query.select_for_update(skip_locked=True, of=of)
-                return acquire(list(locked.values_list("pk", "claim_epoch")[:capacity]))
-        return acquire(list(query.values_list("pk", "claim_epoch")[:capacity]))
+        """Off the ready-queue index, claimed in batches: see
+        :mod:`weft_django.ownership.intake`."""
+        return claim_ready(self.claims, now, names, capacity)
 
     def held_runs(self, names: Collection[str]) -> list[str]:
         return sorted(self.claims.held)

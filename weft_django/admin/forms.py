@@ -1,0 +1,76 @@
+"""The run page's send-signal form: a name and a JSON payload, validated before
+anything is stored (the signal itself goes through the public ``weft.signal``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from ..exceptions import PayloadError
+from ..runtime.payload import check_id, encode
+
+#: The largest payload the admin form accepts (the API's own limit may be higher).
+MAX_FORM_PAYLOAD_BYTES = 64 * 1024
+
+
+class SendSignalForm(forms.Form):
+    name = forms.CharField(
+        label=_("Signal name"),
+        max_length=255,
+        strip=False,
+        help_text=_("Exactly as the workflow waits for it (case-sensitive)."),
+    )
+    payload = forms.CharField(
+        label=_("Payload (JSON)"),
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "spellcheck": "false"}),
+        help_text=_("Any JSON value, at most 64 KiB; empty means null."),
+    )
+    signal_id = forms.CharField(
+        label=_("Signal id (optional)"),
+        max_length=255,
+        required=False,
+        strip=False,
+        help_text=_("Makes a repeated submission a no-op."),
+    )
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        try:
+            check_id(name, "signal name")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return name
+
+    def clean_signal_id(self) -> str | None:
+        signal_id: str = self.cleaned_data.get("signal_id") or ""
+        if not signal_id:
+            return None
+        try:
+            check_id(signal_id, "signal_id")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return signal_id
+
+    def clean_payload(self) -> Any:
+        text: str = self.cleaned_data.get("payload") or ""
+        if len(text.encode("utf-8")) > MAX_FORM_PAYLOAD_BYTES:
+            raise forms.ValidationError(
+                _("The payload is over %(limit)d bytes."), params={"limit": MAX_FORM_PAYLOAD_BYTES}
+            )
+        if not text.strip():
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(
+                _("Not valid JSON: %(error)s"), params={"error": exc}
+            ) from None
+        try:
+            return encode(value, "signal payload", max_bytes=MAX_FORM_PAYLOAD_BYTES)
+        except PayloadError as exc:
+            raise forms.ValidationError(str(exc)) from None

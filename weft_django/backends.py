@@ -1,0 +1,314 @@
+"""A backend for Django's Tasks API (Django >= 6.0): durable, fenced task runs.
+
+``TASKS = {"default": {"BACKEND": "weft_django.backends.WeftTaskBackend"}}``
+turns every enqueued ``@task`` into a run of the built-in workflow
+``django.tasks.<queue name>``, stored in the same database transaction as the
+caller's (a rollback leaves no run) and executed by ``weft_worker`` under the
+ownership protocol. Each attempt is a checkpointed step, so a task that
+succeeded is never run again after a worker crash; a failed attempt is
+retried after a durable timer, by the backend's ``RetryPolicy``
+(docs/tasks.md).
+
+Security: a run names its task by module path. The worker imports that path
+only when its module belongs to an installed app, and runs it only when it
+is a ``django.tasks.Task`` of this backend with that exact path; anything
+else fails the run with :class:`TaskNotAllowedError` and nothing is called.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from importlib import import_module
+from traceback import format_exception
+from typing import Any
+
+from django.apps import apps
+from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus, task_backends
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError
+from django.tasks.exceptions import InvalidTaskBackend, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.utils.json import normalize_json
+
+from . import api
+from .exceptions import WeftError
+from .extras import backend_problem, task_backend_aliases
+from .models import RunStatus, WorkflowEvent, WorkflowRun, db_for
+from .runtime import registry
+from .runtime.backoff import is_transient
+from .runtime.context import Context
+from .runtime.policy import RetryPolicy
+
+WORKFLOW_PREFIX = "django.tasks."
+ATTEMPT_PREFIX = "attempt-"
+_MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+STATUSES = {
+    RunStatus.PENDING: TaskResultStatus.READY,
+    RunStatus.RUNNING: TaskResultStatus.RUNNING,
+    RunStatus.WAITING: TaskResultStatus.RUNNING,  # between attempts (a retry timer)
+    RunStatus.SUSPENDED: TaskResultStatus.RUNNING,  # blocked; an operator resumes it
+    RunStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
+    RunStatus.FAILED: TaskResultStatus.FAILED,
+    RunStatus.CANCELLED: TaskResultStatus.FAILED,
+    RunStatus.TIMED_OUT: TaskResultStatus.FAILED,
+}
+
+
+class TaskNotAllowedError(WeftError):
+    """A run names something that is not a registered ``@task`` of this backend."""
+
+
+class TaskFailedError(WeftError):
+    """A task's last attempt raised; the run fails with this (errors: ``get_result``)."""
+
+
+def workflow_name(queue: str) -> str:
+    return f"{WORKFLOW_PREFIX}{queue}"
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _class_path(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
+
+
+class WeftTaskBackend(BaseTaskBackend):
+    """Django's Tasks API on weft: ``OPTIONS`` takes ``RETRY`` (a
+    :class:`~weft_django.RetryPolicy` or its keyword arguments; default: one
+    attempt) and ``DATABASE`` (the alias weft's tables live on)."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = False  # runs start in order of due time; see docs/tasks.md
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        problem = backend_problem(params)
+        if problem:
+            raise InvalidTaskBackend(f"TASKS[{alias!r}]: {problem}")
+        retry = self.options.get("RETRY")
+        if isinstance(retry, Mapping):
+            retry = RetryPolicy(**retry)
+        self.retry_policy: RetryPolicy = retry or RetryPolicy(max_attempts=1)
+        self.using: str | None = self.options.get("DATABASE")
+
+    # -- enqueue ----------------------------------------------------------------
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Store a run in the caller's transaction (if any); returns a READY result."""
+        self.validate_task(task)
+        handle = api.start(
+            workflow_name(task.queue_name),
+            task.module_path,
+            self.alias,
+            list(args),
+            dict(kwargs),
+            start_at=task.run_after,
+            using=self.using,
+        )
+        result = self.get_result(handle.id)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    # -- results ------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> TaskResult:
+        alias = db_for(self.using)
+        run = (
+            WorkflowRun.objects.using(alias)
+            .filter(pk=result_id, workflow_name__startswith=WORKFLOW_PREFIX)
+            .only("status", "args", "result", "created_at", "started_at", "finished_at")
+            .first()
+        )
+        if run is None or len(run.args) != 4 or run.args[1] != self.alias:
+            raise TaskResultDoesNotExist(result_id)
+        module_path, _alias, args, kwargs = run.args
+        attempts = list(
+            WorkflowEvent.objects.using(alias)
+            .filter(run_id=result_id, kind="step", name__startswith=ATTEMPT_PREFIX)
+            .order_by("seq")
+            .values_list("result", "engine_id", "created_at")
+        )
+        errors = [
+            TaskError(**outcome["error"])
+            for outcome, _engine, _at in attempts
+            if isinstance(outcome, dict) and "error" in outcome
+        ]
+        status = STATUSES[RunStatus(run.status)]
+        result: TaskResult = TaskResult(
+            task=self.resolve(module_path),
+            id=result_id,
+            status=status,
+            enqueued_at=run.created_at,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            last_attempted_at=attempts[-1][2] if attempts else run.started_at,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=errors,
+            worker_ids=[
+                engine or (outcome or {}).get("worker", "") for outcome, engine, _at in attempts
+            ],
+        )
+        if status == TaskResultStatus.SUCCESSFUL:
+            object.__setattr__(result, "_return_value", run.result)
+        elif status == TaskResultStatus.FAILED and not errors:
+            # cancelled, timed out, or refused before any attempt (e.g. not allowed)
+            error = WorkflowRun.objects.using(alias).values_list("error", flat=True).get(pk=run.pk)
+            error = error if isinstance(error, dict) else {}
+            kind = {
+                "TaskNotAllowedError": "weft_django.backends.TaskNotAllowedError",
+                "TaskFailedError": "weft_django.backends.TaskFailedError",
+            }.get(str(error.get("type")), "weft_django.exceptions.WorkflowFailedError")
+            if run.status == RunStatus.CANCELLED:
+                kind = "weft_django.exceptions.WorkflowCancelledError"
+            result.errors.append(
+                TaskError(
+                    exception_class_path=kind,
+                    traceback=str(error.get("traceback") or error.get("message") or run.status),
+                )
+            )
+        return result
+
+    # -- the allow-list -------------------------------------------------------------
+
+    def resolve(self, module_path: Any) -> Task:
+        """The ``@task`` of this backend at ``module_path``, or TaskNotAllowedError.
+
+        Imports only modules of installed apps, never an arbitrary input path.
+        """
+        if not isinstance(module_path, str) or not _MODULE_PATH.match(module_path):
+            raise TaskNotAllowedError(f"{module_path!r} is not a task's module path")
+        module_name, _, attribute = module_path.rpartition(".")
+        if not any(
+            module_name == app.name or module_name.startswith(f"{app.name}.")
+            for app in apps.get_app_configs()
+        ):
+            raise TaskNotAllowedError(
+                f"{module_path!r} is not in an installed app; weft runs only the @task "
+                "functions of installed apps"
+            )
+        try:
+            found = getattr(import_module(module_name), attribute, None)
+        except ImportError as exc:
+            raise TaskNotAllowedError(f"{module_path!r} cannot be imported: {exc}") from exc
+        if not isinstance(found, Task) or found.module_path != module_path:
+            raise TaskNotAllowedError(f"{module_path!r} is not a django.tasks @task")
+        if found.backend != self.alias:
+            raise TaskNotAllowedError(
+                f"{module_path!r} belongs to task backend {found.backend!r}, not {self.alias!r}"
+            )
+        return found
+
+
+def register_configured() -> None:
+    """Create each configured WeftTaskBackend, registering its queues' workflows."""
+    for alias in task_backend_aliases():
+        backend = task_backends[alias]
+        for queue in sorted(backend.queues):
+            register_queue(queue)
+
+
+def serve_only(queues: list[str]) -> None:
+    """A worker that serves only ``queues``: forget the other queues' workflows."""
+    for name in registry.registered_names():
+        if name.startswith(WORKFLOW_PREFIX) and name[len(WORKFLOW_PREFIX) :] not in queues:
+            registry.unregister(name)
+
+
+def register_queue(queue: str) -> None:
+    registry.register(registry.WorkflowDefinition(name=workflow_name(queue), version=1, fn=execute))
+
+
+# -- what a worker runs ------------------------------------------------------------
+
+
+def execute(ctx: Context, module_path: str, alias: str, args: list[Any], kwargs: dict) -> Any:
+    """The built-in workflow: one checkpointed step per attempt, durable waits between."""
+    backend = task_backends[alias]
+    if not isinstance(backend, WeftTaskBackend):
+        raise TaskNotAllowedError(f"task backend {alias!r} is not a WeftTaskBackend")
+    task = backend.resolve(module_path)
+    policy = backend.retry_policy
+    attempt = 0
+    while True:
+        attempt += 1
+        outcome = ctx.step(
+            _attempt,
+            backend,
+            task,
+            ctx.workflow_id,
+            args,
+            kwargs,
+            attempt,
+            name=f"{ATTEMPT_PREFIX}{attempt}",
+        )
+        if "error" not in outcome:
+            return outcome["value"]
+        if not outcome["retryable"] or attempt >= policy.max_attempts:
+            raise TaskFailedError(
+                f"{module_path} failed after {attempt} attempt(s): "
+                f"{outcome['error']['exception_class_path']}"
+            )
+        ctx.sleep(policy.interval(attempt))
+
+
+def _attempt(
+    backend: WeftTaskBackend, task: Task, run_id: str, args: list[Any], kwargs: dict, attempt: int
+) -> dict[str, Any]:
+    """Call the task once; its outcome (value or error) is what the step records."""
+    worker = _worker_id()
+    result: TaskResult = TaskResult(
+        task=task,
+        id=run_id,
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=None,
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend=backend.alias,
+        errors=[],
+        worker_ids=[worker] * attempt,
+    )
+    task_started.send(type(backend), task_result=result)
+    outcome: dict[str, Any] = {"worker": worker}
+    try:
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = task.call(*args, **kwargs)
+    except Exception as exc:
+        if is_transient(exc):
+            raise  # the database failed under the task: the turn is retried, not the task
+        outcome["error"] = _task_error(exc)
+        outcome["retryable"] = not isinstance(exc, backend.retry_policy.non_retryable)
+    else:
+        try:
+            outcome["value"] = normalize_json(value)
+        except (TypeError, ValueError) as exc:  # not JSON: a programming error, not retried
+            outcome["error"] = _task_error(exc)
+            outcome["retryable"] = False
+    object.__setattr__(
+        result,
+        "status",
+        TaskResultStatus.FAILED if "error" in outcome else TaskResultStatus.SUCCESSFUL,
+    )
+    task_finished.send(type(backend), task_result=result)
+    return outcome
+
+
+def _task_error(exc: BaseException) -> dict[str, str]:
+    return {
+        "exception_class_path": _class_path(exc),
+        "traceback": "".join(format_exception(exc))[-8000:],
+    }
