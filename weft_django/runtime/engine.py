@@ -263,7 +263,14 @@ class WorkflowEngine:
         return [Event(*row) for row in rows]
 
     def _execute(self, turn: Turn, run: dict[str, Any]) -> TurnOutcome:
-        replay = Replay(turn.run_id, self._load_events(turn.run_id))
+        # A pending run has no history: every first write of a turn moves the run
+        # out of pending in the same statement or transaction (a checkpoint marks it
+        # running, a park waiting; resume makes a run with history waiting). Its
+        # first turn skips the read. Were that ever false, the unique (run, seq)
+        # constraint refuses the replayed checkpoint: the turn fails on the
+        # database and nothing is recorded twice.
+        history = [] if run["status"] == RunStatus.PENDING else self._load_events(turn.run_id)
+        replay = Replay(turn.run_id, history)
         ctx = Context(turn, replay)
         failure: BaseException | None
         try:
