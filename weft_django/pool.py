@@ -32,11 +32,14 @@ class TurnPool:
         self._drive = drive
         self._stopped = stopped
         self._on_done = on_done
-        # A deque under a condition rather than a queue.Queue: a wake-up goes to
-        # the front (``urgent``), so it never waits behind a backlog of new work.
+        # Two deques under a condition rather than a queue.Queue: a wake-up
+        # (``urgent``) is taken before any new work, so it never waits behind a
+        # backlog, and a thread serving only wake-ups (``serve(urgent_only=True)``)
+        # takes it even while every other thread is busy with a long turn.
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
-        self._items: deque[str | None] = deque()
+        self._urgent: deque[str] = deque()
+        self._items: deque[str] = deque()
         self._closed = False
         self._queued: set[str] = set()
         self._retry: set[str] = set()
@@ -49,20 +52,25 @@ class TurnPool:
             if self._closed or run_id in self._queued:
                 return False
             self._queued.add(run_id)
-            if urgent:
-                self._items.appendleft(run_id)
-            else:
-                self._items.append(run_id)
-            self._ready.notify()
+            (self._urgent if urgent else self._items).append(run_id)
+            # Every waiter: a thread serving only wake-ups must not swallow the
+            # notification of new work (nor the reverse).
+            self._ready.notify_all()
         return True
 
-    def _take(self, *, block: bool) -> str | None:
+    def _take(self, *, block: bool, urgent_only: bool = False) -> str | None:
+        """The next run to serve: wake-ups first; None once closed and drained."""
         with self._ready:
-            while not self._items:
+            while True:
+                if self._urgent:
+                    return self._urgent.popleft()
+                if self._items and not urgent_only:
+                    return self._items.popleft()
+                if self._closed:
+                    return None
                 if not block:
                     raise queue.Empty
                 self._ready.wait()
-            return self._items.popleft()
 
     def retry_later(self, run_id: str) -> None:
         with self._lock:
@@ -86,9 +94,11 @@ class TurnPool:
         with self._lock:
             return not self._queued and not self._retry
 
-    def serve(self) -> None:
+    def serve(self, *, urgent_only: bool = False) -> None:
+        """Serve turns until closed; ``urgent_only``: wake-ups only (the thread
+        kept for them)."""
         while True:
-            run_id = self._take(block=True)
+            run_id = self._take(block=True, urgent_only=urgent_only)
             if run_id is None:
                 return
             self._serve_one(run_id)
@@ -103,7 +113,7 @@ class TurnPool:
             except queue.Empty:
                 return ran
             if run_id is None:
-                continue
+                return ran
             self._serve_one(run_id)
             ran += 1
 
@@ -120,11 +130,11 @@ class TurnPool:
                 self.turns_done += 1
             self._on_done()
 
-    def close(self, threads: int) -> None:
-        """No more submissions; each thread ends after the item in front of its stop."""
+    def close(self) -> None:
+        """No more submissions; each thread ends once what is queued is drained
+        (a stopped host's queued turns are skipped, not started)."""
         with self._ready:
             self._closed = True
-            self._items.extend([None] * threads)
             self._ready.notify_all()
 
 

@@ -163,6 +163,9 @@ class Worker:
             logger.info("metrics on :%d/metrics", self.metrics_port)
         for index in range(self.concurrency):
             self._spawn(f"weft-turn-{index}", self.pool.serve)
+        # One more thread for wake-ups only (signals, updates, timers, children):
+        # a woken run starts its turn at once even while every turn thread is busy.
+        self._spawn("weft-turn-wake", functools.partial(self.pool.serve, urgent_only=True))
         self._spawn("weft-renewal", self._renewal_loop)
         self._spawn("weft-scans", self._scan_loop)
         pruner = prune_loop(self.engine.engine_id, self._stop, using=self.using)
@@ -400,7 +403,7 @@ class Worker:
         safely("dispose", self.engine.dispose)  # status: disposing
         if self.supervisor.threads:
             deadline = time.monotonic() + self.shutdown_grace
-            self.pool.close(self.concurrency)  # queued turns never start
+            self.pool.close()  # queued turns never start
             while self.engine.in_flight and time.monotonic() < deadline:
                 time.sleep(0.05)
             if self.engine.in_flight:

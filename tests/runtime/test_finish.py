@@ -76,10 +76,10 @@ def test_each_step_checkpoint_is_one_statement(make_engine: Callable[..., Any]) 
     assert counts[20] - counts[10] == 10
     sql = [q["sql"][:60] for q in queries.captured_queries]
     # PostgreSQL: read the run (a pending run has no history to read), 20
-    # checkpoints, one terminal statement. SQLite and MariaDB/MySQL: the first checkpoint (it also marks
-    # the run running) and the terminal commit are transactions (savepoint,
-    # fence, writes, release), each reading the clock once; the other 19
-    # checkpoints are one statement each.
+    # checkpoints, one terminal statement. SQLite and MariaDB/MySQL: the first
+    # checkpoint (it also marks the run running) and the terminal commit are
+    # transactions (savepoint, fence, writes, release), each reading the clock
+    # once; the other 19 checkpoints are one statement each.
     assert counts[20] == {"postgresql": 22, "sqlite": 33, "mysql": 33}[connection.vendor], sql
     if connection.vendor == "mysql":
         checkpoints = [s for s in sql if s.startswith("INSERT INTO `weft_django_workflowevent`")]

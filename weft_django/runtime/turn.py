@@ -14,8 +14,16 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from ..models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun, WorkflowSignal
+from ..models import (
+    TERMINAL_STATUSES,
+    RunStatus,
+    UpdateRequest,
+    UpdateStatus,
+    WorkflowRun,
+    WorkflowSignal,
+)
 from .backoff import is_transient
 from .payload import encode, encode_call
 from .port import Abandon, Event, PendingUpdate
@@ -84,6 +92,9 @@ class Turn(RunWrites):
         # hint on the run, which parking keeps, so the run is woken for it.
         if not buffered.exists():
             return None
+        event = self._take_signal_in_one_statement(name, pending, seq)
+        if event is not None:
+            return event
         for _attempt in range(5):
             with self._fenced():
                 row = buffered.order_by("id").values_list("id", "payload").first()
@@ -99,6 +110,34 @@ class Turn(RunWrites):
                     self._mark_running()
                     return event
         return None
+
+    def _take_signal_in_one_statement(
+        self, name: str, pending: list[Event], seq: int
+    ) -> Event | None:
+        """The woken turn's consume as one fenced statement, where the strategy
+        has one; None: not taken that way (no such form, or a concurrent consumer:
+        the transactional loop looks again)."""
+        taken = None
+
+        def take() -> bool | None:
+            nonlocal taken
+            taken = self.ownership.take_signal_fenced(
+                self.run_id,
+                self.epoch,
+                name=name,
+                seq=seq,
+                rows=self._event_rows(pending),
+                created_at=timezone.now(),
+                running_since=None if self.status == RunStatus.RUNNING else (self.timeout_at,),
+                stamp=self.host.db_stamp(),
+                now=self.now,
+            )
+            return None if taken is None else taken.held
+
+        if not self._one_statement(take) or taken is None or not taken.taken:
+            return None
+        self.status = RunStatus.RUNNING
+        return Event(seq, "signal", name, taken.payload)
 
     def child_outcome(self, child_id: str, pending: list[Event], seq: int) -> Event | None:
         row = (

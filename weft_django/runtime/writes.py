@@ -116,6 +116,10 @@ class RunWrites:
     def clear_wake_hint(self, seen: datetime) -> None:
         """Clear the wake hint this turn answers (fenced: a deposed engine must not
         swallow the new owner's wake-up). A hint set after ``seen`` survives."""
+        if self._one_statement(
+            lambda: self.ownership.clear_hint_fenced(self.run_id, self.epoch, seen)
+        ):
+            return
         with self._fenced():
             WorkflowRun.objects.using(self.using).filter(pk=self.run_id, wake_hint_at=seen).update(
                 wake_hint_at=None

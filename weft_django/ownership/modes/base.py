@@ -41,6 +41,7 @@ from ..leases import live_engines
 from ..outcomes import Outcome, PassResult
 from ..reclaim import acquire_stranded
 from ..results import ClaimResult
+from ..wake_writes import SignalTake
 
 
 class Ownership(abc.ABC):
@@ -195,6 +196,16 @@ class Ownership(abc.ABC):
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         """Parking as one statement (see
         :func:`~weft_django.ownership.fence.fenced_park`); None: no such form."""
+        return None
+
+    def clear_hint_fenced(self, run_id: str, epoch: int, seen: datetime) -> bool | None:
+        """Clear the wake hint ``seen`` as one fenced statement (see
+        :func:`~weft_django.ownership.wake_writes.fenced_clear_hint`); None: no such form."""
+        return None
+
+    def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
+        """Consume a signal and record it as one fenced statement (see
+        :func:`~weft_django.ownership.wake_writes.fenced_take_signal`); None: no such form."""
         return None
 
     @abc.abstractmethod
