@@ -146,8 +146,7 @@ def fenced_insert(
         for row in rows:
             params.extend(row)
         sql = (
-            f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
-            f"AND holder_id = %s AND epoch = %s FOR SHARE){running} "
+            f"{_pg_fence_cte(connection)}{running} "
             f"INSERT INTO {event_table} ({columns}) "
             f"SELECT v.* FROM (VALUES {', '.join([one] * len(rows))}) "
             f"AS v({columns}) CROSS JOIN fence"
@@ -211,6 +210,27 @@ def _pg_events_cte(
     return sql, [value for row in rows for value in row]
 
 
+def _pg_add_events(
+    connection: Any, parts: list[str], params: list[Any], rows: list[tuple[Any, ...]], gate: str
+) -> None:
+    """Add the CTE ``ins`` for ``rows`` behind ``gate`` to a statement being built
+    (nothing when there are no rows)."""
+    if rows:
+        sql, values = _pg_events_cte(connection, rows, gate)
+        parts.append(sql)
+        params.extend(values)
+
+
+def _pg_fence_cte(connection: Any) -> str:
+    """PostgreSQL: the CTE ``fence``, one row while the claim holds (workflow id,
+    engine id and epoch as parameters), locked ``FOR SHARE`` to commit."""
+    claim_table = connection.ops.quote_name(Claim._meta.db_table)
+    return (
+        f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
+        "AND holder_id = %s AND epoch = %s FOR SHARE)"
+    )
+
+
 def _pg_stamp(stamp: str | None, now: Callable[[], datetime]) -> tuple[str, list[Any]]:
     """SQL for "now" and its parameters: ``stamp`` as is, else ``now()`` passed."""
     if stamp is None:
@@ -254,10 +274,7 @@ def fenced_finish(
         "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
     ]
     params: list[Any] = [workflow_id, engine_id, epoch]
-    if rows:
-        events_sql, events_params = _pg_events_cte(connection, rows, "rel")
-        parts.append(events_sql)
-        params.extend(events_params)
+    _pg_add_events(connection, parts, params, rows, "rel")
     parts.append(
         f"fin AS (UPDATE {run_table} SET status = %s, result = %s::jsonb, error = %s::jsonb, "
         f"waiting_on = NULL, wake_at = NULL, wake_hint_at = NULL, updated_at = {stamp}, "
@@ -317,17 +334,10 @@ def fenced_park(
         return None
     stamp, stamp_params = _pg_stamp(stamp, now)
     quote = connection.ops.quote_name
-    claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
-    parts = [
-        f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
-        "AND holder_id = %s AND epoch = %s FOR SHARE)"
-    ]
+    parts = [_pg_fence_cte(connection)]
     params: list[Any] = [workflow_id, engine_id, epoch]
-    if rows:
-        events_sql, events_params = _pg_events_cte(connection, rows, "fence")
-        parts.append(events_sql)
-        params.extend(events_params)
+    _pg_add_events(connection, parts, params, rows, "fence")
     parts.append(
         f"park AS (UPDATE {run_table} SET status = 'waiting', waiting_on = %s::jsonb, "
         f"wake_at = %s, updated_at = {stamp}, started_at = COALESCE(started_at, {stamp}) "

@@ -21,16 +21,8 @@ from typing import Any
 
 from django.db import connections
 
-from ..models import Claim, WorkflowEvent, WorkflowRun, WorkflowSignal
-from .fence import EVENT_COLUMNS, _pg_events_cte, _pg_stamp
-
-
-def _fence_cte(connection: Any) -> str:
-    claim_table = connection.ops.quote_name(Claim._meta.db_table)
-    return (
-        f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
-        "AND holder_id = %s AND epoch = %s FOR SHARE)"
-    )
+from ..models import WorkflowEvent, WorkflowRun, WorkflowSignal
+from .fence import EVENT_COLUMNS, _pg_add_events, _pg_fence_cte, _pg_stamp
 
 
 def fenced_clear_hint(
@@ -44,7 +36,7 @@ def fenced_clear_hint(
         return None
     run_table = connection.ops.quote_name(WorkflowRun._meta.db_table)
     sql = (
-        f"{_fence_cte(connection)}, clr AS (UPDATE {run_table} SET wake_hint_at = NULL "
+        f"{_pg_fence_cte(connection)}, clr AS (UPDATE {run_table} SET wake_hint_at = NULL "
         "WHERE id = %s AND wake_hint_at = %s AND EXISTS (SELECT 1 FROM fence)) "
         "SELECT count(*) FROM fence"
     )
@@ -95,17 +87,14 @@ def fenced_take_signal(
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
     stamp, stamp_params = _pg_stamp(stamp, now)
     parts = [
-        _fence_cte(connection),
+        _pg_fence_cte(connection),
         f"take AS (UPDATE {signal_table} SET consumed_at = {stamp}, consumed_seq = %s "
         f"WHERE id = (SELECT s.id FROM {signal_table} s WHERE s.run_id = %s AND s.name = %s "
         "AND s.consumed_at IS NULL ORDER BY s.id LIMIT 1) "
         "AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM fence) RETURNING payload)",
     ]
     params: list[Any] = [workflow_id, engine_id, epoch, *stamp_params, seq, workflow_id, name]
-    if rows:
-        events_sql, events_params = _pg_events_cte(connection, rows, "take")
-        parts.append(events_sql)
-        params.extend(events_params)
+    _pg_add_events(connection, parts, params, rows, "take")
     parts.append(
         f"sig AS (INSERT INTO {event_table} ({columns}) SELECT %s, %s, 'signal', %s, "
         "take.payload, NULL, %s, %s, %s FROM take)"
