@@ -40,6 +40,26 @@ def _in_thread(call: Callable[[], Any], errors: list[BaseException]) -> threadin
     return thread
 
 
+def _a_session_waits_on_a_row_lock() -> bool:
+    """PostgreSQL: another session of this database is waiting on a lock (asked
+    from the owner's own connection, inside its transaction: a read takes no lock)."""
+    with connection.cursor() as cursor:
+        # Statistics views are a snapshot per transaction: take a fresh one.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def _until(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the operator never queued behind the owner"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("verb", ["cancel", "suspend", "purge"])
 def test_operator_call_during_the_owners_checkpoint_waits_instead_of_deadlocking(
     make_engine: Callable[..., Any], verb: str
@@ -52,9 +72,14 @@ def test_operator_call_during_the_owners_checkpoint_waits_instead_of_deadlocking
 
     def operator_acts_now() -> None:
         # Inside the owner's checkpoint transaction: another process calls the verb
-        # and must wait for the owner's claim lock; give it time to get there.
+        # and must wait for the owner's claim lock; wait until it does (a fixed
+        # sleep was not always enough under CI load: the owner's next checkpoint
+        # then committed before the operator came).
         threads.append(_in_thread(lambda: getattr(weft, verb)("race1"), errors))
-        time.sleep(0.5)
+        if connection.vendor == "postgresql":
+            _until(_a_session_waits_on_a_row_lock, 4)
+        else:  # MariaDB/MySQL: a fixed head start
+            time.sleep(0.5)
 
     workflows.hook("after", "tx", operator_acts_now)
     started = time.monotonic()
