@@ -13,9 +13,11 @@ databases at the end (``--keep`` keeps them).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -259,6 +261,18 @@ class Workers:
     def kill_all(self) -> None:
         for process in self.started:
             process.kill()
+
+
+def child_result(script: str, argv: Sequence[str], what: str = "the run") -> Any:
+    """Run ``script --child *argv`` in a process of its own (Django is configured
+    once per process) and return the JSON of its ``RESULT `` line; exit with the
+    ends of its output when there is none."""
+    command = [sys.executable, str(Path(script).resolve()), "--child", *argv]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise SystemExit(f"{what} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return json.loads(line[len("RESULT ") :])
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -16,14 +16,22 @@ reading and the highest one. Target (issue 11): under 150 MB at 100,000.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, Scratch, Workers, base_parser, command_line, print_table, setup_django
+from _common import (
+    REPO,
+    Scratch,
+    Workers,
+    base_parser,
+    child_result,
+    command_line,
+    print_table,
+    setup_django,
+)
 from _parked import clone_parked, held_by, park_template, rss_kb
 
 
@@ -96,21 +104,16 @@ def main() -> None:
     try:
         url = scratch.database("postgresql")
         scratch.migrate(url)
-        argv = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--child",
-            url,
-            f"--steps={','.join(map(str, args.steps))}",
-            f"--ttl={args.ttl}",
-            f"--renew={args.renew}",
-            f"--settle={args.settle}",
-        ]
-        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
-        line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            raise SystemExit(f"the run failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-        rows = json.loads(line[len("RESULT ") :])
+        rows = child_result(
+            __file__,
+            [
+                url,
+                f"--steps={','.join(map(str, args.steps))}",
+                f"--ttl={args.ttl}",
+                f"--renew={args.renew}",
+                f"--settle={args.settle}",
+            ],
+        )
     finally:
         scratch.drop_all()
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from _common import (
     Scratch,
     Workers,
     base_parser,
+    child_result,
     command_line,
     print_table,
     setup_django,
@@ -140,20 +140,11 @@ def main() -> None:
         for db in args.db.split(","):
             url = scratch.database(db)
             scratch.migrate(url)
-            argv = [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--child",
-                url,
-                f"--trials={args.trials}",
-                f"--ttl={args.ttl}",
-                f"--renew={args.renew}",
-            ]
-            result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
-            line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
-            if line is None:
-                raise SystemExit(f"{db} trials failed:\n{result.stdout}\n{result.stderr}")
-            trials = json.loads(line[len("RESULT ") :])
+            trials = child_result(
+                __file__,
+                [url, f"--trials={args.trials}", f"--ttl={args.ttl}", f"--renew={args.renew}"],
+                what=f"{db} trials",
+            )
             for name in ("takeover", "resume"):
                 values = [t[name] for t in trials]
                 stats = summary(values)

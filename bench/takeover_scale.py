@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import subprocess
 import sys
 import time
 from datetime import datetime
@@ -34,7 +33,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, Scratch, Workers, base_parser, command_line, print_table, setup_django
+from _common import (
+    REPO,
+    Scratch,
+    Workers,
+    base_parser,
+    child_result,
+    command_line,
+    print_table,
+    setup_django,
+)
 from _parked import clone_parked, held_by, park_template, rss_kb
 
 
@@ -168,20 +176,9 @@ def main() -> None:
     try:
         url = scratch.database("postgresql")
         scratch.migrate(url)
-        argv = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--child",
-            url,
-            f"--runs={args.runs}",
-            f"--ttl={args.ttl}",
-            f"--renew={args.renew}",
-        ]
-        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
-        line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            raise SystemExit(f"the run failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-        data = json.loads(line[len("RESULT ") :])
+        data = child_result(
+            __file__, [url, f"--runs={args.runs}", f"--ttl={args.ttl}", f"--renew={args.renew}"]
+        )
     finally:
         scratch.drop_all()
 
