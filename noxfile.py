@@ -71,12 +71,24 @@ def fast(session: nox.Session, django: str) -> None:
 @nox.session
 @nox.parametrize("python,django", MATRIX)
 def full(session: nox.Session, django: str) -> None:
-    """The whole suite on SQLite, then on each server named in the environment."""
+    """The whole suite on SQLite, then on each server named in the environment.
+
+    ``WEFT_FULL_PASS=sqlite`` runs only mypy and the SQLite pass,
+    ``WEFT_FULL_PASS=servers`` only the server passes: ``.ci/matrix full`` runs the
+    two at once in one virtualenv (``--install-only`` first, then ``-R``).
+    """
     install(session, django)
+    only = os.environ.get("WEFT_FULL_PASS", "")
+    if only not in ("", "sqlite", "servers"):
+        session.error(f"WEFT_FULL_PASS must be sqlite or servers, not {only!r}")
     session.env.pop("DATABASE_URL", None)  # SQLite first: the example project's default
-    session.run("python", "-m", "mypy", "--cache-dir", f"{session.virtualenv.location}/mypy")
     args = ["-m", "pytest", "-q", *_pytest_args(session)]
-    session.run("python", *args)
+    if only != "servers":
+        mypy_cache = f"{session.virtualenv.location}/mypy"
+        session.run("python", "-m", "mypy", "--cache-dir", mypy_cache)
+        session.run("python", *args)
+    if only == "sqlite":
+        return
     for variable in ("WEFT_TEST_POSTGRES_URL", "WEFT_TEST_MYSQL_URL"):
         url = os.environ.get(variable)
         if url:

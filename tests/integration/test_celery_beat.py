@@ -117,8 +117,15 @@ def test_beat_delivers_a_stranded_signal_and_update_then_a_worker_finishes(
         what="the task to release its claims",
     )
     assert waiting_on("relay-upd", "go")
-    assert any(s["counts"].get("drained") for s in celery_summaries("signal_poll_pass"))
-    assert any(s["counts"].get("drained") for s in celery_summaries("update_poll_pass"))
+    # Each pass stores its summary on its engine row after releasing its claims.
+    for pass_name in ("signal_poll_pass", "update_poll_pass"):
+        wait(
+            lambda pass_name=pass_name: any(
+                s["counts"].get("drained") for s in celery_summaries(pass_name)
+            ),
+            5,
+            what=f"the {pass_name} summary with the drained run",
+        )
     beat.kill()
 
     finisher = workers.start("finisher")
@@ -161,7 +168,13 @@ def test_a_live_owner_is_notified_and_applies_the_signal_itself(
         epoch,
         owner.engine_id,
     )
-    assert any(s["counts"].get("owner_notified") for s in celery_summaries("signal_poll_pass"))
+    wait(
+        lambda: any(
+            s["counts"].get("owner_notified") for s in celery_summaries("signal_poll_pass")
+        ),
+        5,
+        what="the summary of the pass that notified the owner",
+    )
     assert not any(s["counts"].get("drained") for s in celery_summaries("signal_poll_pass"))
     assert steps("relay-live") == ["before", "resumed"]
 
