@@ -30,7 +30,7 @@ FAST = {
     "WEFT_CLAIM_RENEW_INTERVAL": "1",
     "WEFT_LEASE_TTL": "3",
     "WEFT_LEASE_RENEW_INTERVAL": "1",
-    "WEFT_TICK_INTERVAL": "0.05",
+    "WEFT_TICK_INTERVAL": "0.1",
 }
 
 T = TypeVar("T")

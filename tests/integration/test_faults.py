@@ -70,14 +70,16 @@ def test_an_owner_frozen_inside_a_transaction_is_taken_over_in_bounded_time(
     weft.start("it.txn_hold", 60.0, workflow_id="frozen")
     wait(inside_the_transactional_step, 20, what="a inside the transactional step")
     assert Claim.objects.get(workflow_id="frozen").holder_id == a.engine_id
-    frozen_at = a.send(signal.SIGSTOP)
+    # b is up before a freezes: the bound is the takeover's, not b's boot (seconds under
+    # CI load).
     b = workers.start("b", **env)
+    frozen_at = a.send(signal.SIGSTOP)
     # Meanwhile b's passes are not stalled: a new run completes on b at once.
     weft.start("it.steps", 2, workflow_id="unrelated")
     wait(lambda: statuses(["unrelated"]) == {"unrelated": "completed"}, 15, what="unrelated run")
     # The takeover is the claim's move past a's epoch (b is the only other engine). Not
-    # "b holds it": when b starts late under load, a's lease and session are long gone,
-    # and b takes the run, finishes it and releases the claim before this poll begins.
+    # "b holds it": under load b may take the run, finish it and release the claim
+    # before this poll begins.
     wait_for(
         lambda: Claim.objects.filter(workflow_id="frozen", epoch__gt=1).exists(),
         TTL + 3 * RENEW + IDLE_TIMEOUT + 10,
