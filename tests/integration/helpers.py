@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -70,6 +71,26 @@ def worker_env(db_url: str, *, settings: str = IT_SETTINGS, **overrides: str) ->
     )
     env.update({key: str(value) for key, value in overrides.items()})
     return env
+
+
+def sqlite_file() -> str | None:
+    """The file of the test database when it is SQLite, else None."""
+    from django.db import connection
+
+    return str(connection.settings_dict["NAME"]) if connection.vendor == "sqlite" else None
+
+
+def sqlite_write_locked(path: str) -> bool:
+    """True while another connection holds the write lock of the SQLite file ``path``."""
+    probe = sqlite3.connect(path, timeout=0.25, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
 
 
 def wait_for(
@@ -137,6 +158,22 @@ class WorkerProcess:
         """Send ``sig``; returns ``time.monotonic()`` right after sending."""
         os.kill(self.proc.pid, sig)
         return time.monotonic()
+
+    def freeze(self, sqlite_path: str | None = None) -> float:
+        """SIGSTOP, outside a write transaction when ``sqlite_path`` is given.
+
+        On SQLite a process frozen while it holds the database's single write lock
+        blocks every writer until it resumes (docs/ownership.md, the documented
+        limit): where a test means "frozen between writes", it re-freezes until no
+        write lock is held. Returns ``time.monotonic()`` after the final SIGSTOP.
+        """
+        for _attempt in range(50):
+            frozen_at = self.send(signal.SIGSTOP)
+            if sqlite_path is None or not sqlite_write_locked(sqlite_path):
+                return frozen_at
+            self.send(signal.SIGCONT)
+            time.sleep(0.02)
+        raise AssertionError(f"{self.name} held SQLite's write lock at 50 freezes in a row")
 
     def wait(self, timeout: float) -> int:
         code = self.proc.wait(timeout=timeout)
