@@ -104,6 +104,7 @@ class Claim(models.Model):
         blank=True,
         on_delete=models.PROTECT,
         related_name="claims",
+        db_index=False,  # weft_claim_holder_wid_idx leads with the holder
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
 
@@ -197,14 +198,14 @@ class PrunerLease(models.Model):
 
 class WorkflowRun(models.Model):
     id = models.CharField(primary_key=True, max_length=255)
-    workflow_name = models.CharField(max_length=255, db_index=True)
+    workflow_name = models.CharField(max_length=255)  # weft_run_name_created_idx
     workflow_version = models.PositiveIntegerField(default=1)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
     args = models.JSONField(default=list, encoder=DjangoJSONEncoder)
     kwargs = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
     result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    parent_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    parent_id = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     start_at = models.DateTimeField(null=True, blank=True)
@@ -226,11 +227,10 @@ class WorkflowRun(models.Model):
         ]
         indexes = [
             models.Index(fields=["-created_at"], name="weft_run_created_idx"),
+            models.Index(fields=["parent_id"], name="weft_run_parent_idx"),
             # The admin: runs filtered by status or workflow in the changelist's
             # order (newest first, then id: no sort), and "failed in the last day".
-            models.Index(
-                fields=["status", "created_at", "id"], name="weft_run_status_created_idx"
-            ),
+            models.Index(fields=["status", "created_at", "id"], name="weft_run_status_created_idx"),
             models.Index(
                 fields=["workflow_name", "created_at", "id"], name="weft_run_name_created_idx"
             ),
@@ -282,7 +282,10 @@ class WorkflowRun(models.Model):
 class WorkflowEvent(models.Model):
     """One recorded durable operation of a run, at its sequence number."""
 
-    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique constraint below leads with the run.
+    run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=255, blank=True, default="")
@@ -306,7 +309,10 @@ class WorkflowEvent(models.Model):
 class WorkflowSignal(models.Model):
     """A durably buffered signal, consumed exactly once by ``wait_for_signal``."""
 
-    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="signals")
+    # No index of its own: the unique constraint below leads with the run.
+    run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="signals", db_index=False
+    )
     signal_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255)
     payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
@@ -345,7 +351,10 @@ class UpdateStatus(models.TextChoices):
 class UpdateRequest(models.Model):
     """A request/response message into a running workflow."""
 
-    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="updates")
+    # No index of its own: the unique constraint below leads with the run.
+    run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="updates", db_index=False
+    )
     update_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255)
     payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
