@@ -33,7 +33,14 @@ from .runtime import registry
 from .runtime.inbox import deliver
 from .runtime.payload import check_id, check_start_at, encode, encode_call
 from .runtime.polling import NOT_YET, RESULT_BACKOFF, Poll
-from .runtime.runs import new_run, purge_run, resume_run, transition
+from .runtime.runs import (
+    IGNORE_DUPLICATE_VENDORS,
+    insert_new_run,
+    new_run,
+    purge_run,
+    resume_run,
+    transition,
+)
 from .runtime.wakeups import notify
 
 
@@ -55,22 +62,21 @@ def start(
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     start_at = check_start_at(start_at)
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
-    # Inside a caller's transaction, a savepoint, so a duplicate id does not break
-    # it; in autocommit the single INSERT is atomic by itself.
-    in_transaction = connections[alias].in_atomic_block
+    # Inside a caller's transaction a duplicate id must not break it: a plain
+    # INSERT that skips the duplicate key where the database has one for that
+    # alone (one statement, as a burst of starts in one transaction wants), else
+    # a savepoint. In autocommit the single INSERT is atomic by itself.
+    connection = connections[alias]
+    in_transaction = connection.in_atomic_block
+    run = (definition, workflow_id, encoded_args, encoded_kwargs)
     try:
-        with (
-            busy_as_typed_error(),
-            transaction.atomic(using=alias) if in_transaction else nullcontext(),
-        ):
-            new_run(
-                definition,
-                workflow_id,
-                encoded_args,
-                encoded_kwargs,
-                start_at=start_at,
-                using=alias,
-            )
+        with busy_as_typed_error():
+            if in_transaction and connection.vendor in IGNORE_DUPLICATE_VENDORS:
+                if not insert_new_run(*run, start_at=start_at, using=alias):
+                    raise WorkflowAlreadyExistsError(workflow_id)
+            else:
+                with transaction.atomic(using=alias) if in_transaction else nullcontext():
+                    new_run(*run, start_at=start_at, using=alias)
     except IntegrityError:
         raise WorkflowAlreadyExistsError(workflow_id) from None
     notify(workflow_id, using=alias)

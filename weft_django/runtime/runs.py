@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 
 from ..exceptions import (
     WorkflowBusyError,
@@ -77,6 +79,53 @@ def new_run(
     The database clock is read only when a start time or an execution timeout
     needs it; otherwise the INSERT stamps the row with the database's own now.
     """
+    run = _pending_run(definition, workflow_id, args, kwargs, parent_id, start_at, now, using)
+    run.save(using=db_for(using), force_insert=True)
+    return run
+
+
+#: Where ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE``) skips only
+#: the duplicate key. MariaDB/MySQL's ``INSERT IGNORE`` turns other errors into
+#: warnings too: not there.
+IGNORE_DUPLICATE_VENDORS = frozenset({"postgresql", "sqlite"})
+
+
+def insert_new_run(
+    definition: WorkflowDefinition,
+    workflow_id: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    start_at: datetime | None = None,
+    using: str | None = None,
+) -> bool:
+    """Insert a pending run unless its id exists; False when it does. One
+    statement, no savepoint, and the caller's transaction stays usable either
+    way (``ON CONFLICT DO NOTHING``; only where
+    :data:`IGNORE_DUPLICATE_VENDORS`)."""
+    using = db_for(using)
+    run = _pending_run(definition, workflow_id, args, kwargs, "", start_at, None, using)
+    fields = list(WorkflowRun._meta.local_concrete_fields)
+    query = InsertQuery(WorkflowRun, on_conflict=OnConflict.IGNORE)
+    query.insert_values(fields, [run])
+    inserted = 0
+    with connections[using].cursor() as cursor:
+        for sql, params in query.get_compiler(using=using).as_sql():
+            cursor.execute(sql, params)
+            inserted += cursor.rowcount
+    return inserted == 1
+
+
+def _pending_run(
+    definition: WorkflowDefinition,
+    workflow_id: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    parent_id: str,
+    start_at: datetime | None,
+    now: datetime | None,
+    using: str | None,
+) -> WorkflowRun:
     using = db_for(using)
     if now is None and (start_at is not None or definition.timeout is not None):
         now = db_now(using)
@@ -86,7 +135,7 @@ def new_run(
     if definition.timeout is not None and now is not None:
         begins = start_at if scheduled and start_at is not None else now
         timeout_at = begins + timedelta(seconds=definition.timeout)
-    return WorkflowRun.objects.using(using).create(
+    return WorkflowRun(
         id=workflow_id,
         workflow_name=definition.name,
         workflow_version=definition.version,

@@ -49,21 +49,58 @@ def notify_enabled(using: str | None = None) -> bool:
 
 
 def notify(run_id: str, *, using: str | None = None) -> None:
-    """Send ``NOTIFY weft_wake, run_id`` once the current transaction commits."""
+    """Send ``NOTIFY weft_wake, run_id`` once the current transaction commits.
+
+    One ``NOTIFY`` per transaction: a listener wakes its worker's tick, which
+    finds every runnable run by its durable hint, so the run ids of a
+    transaction that starts or wakes many runs share the first one's
+    notification (a burst of 1,000 starts sends one, not 1,000)."""
     using = db_for(using)
     if not notify_enabled(using):
         return
+    queued = _queued_notify(connections[using])
+    if queued is not None:
+        queued.run_ids.append(run_id)
+        return
+    transaction.on_commit(_Notify(using, run_id), using=using, robust=True)
 
-    def send() -> None:
-        with connections[using].cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, run_id[:7000]])
 
-    transaction.on_commit(send, using=using, robust=True)
+class _Notify:
+    """The on-commit hook that sends a transaction's ``NOTIFY``."""
+
+    def __init__(self, using: str, run_id: str) -> None:
+        self.using = using
+        self.run_ids = [run_id]
+
+    def __call__(self) -> None:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, self.run_ids[0][:7000]])
+
+
+def _queued_notify(connection: Any) -> _Notify | None:
+    """This transaction's pending ``NOTIFY`` hook, when one is queued that commits
+    whenever a write made now commits: registered outside every savepoint still
+    open, or in one of them (a savepoint rolled back drops its hooks; a hook of a
+    released one is not reused, to stay on the safe side). Reads Django's
+    connection internals ``run_on_commit`` and ``savepoint_ids``; without them,
+    None (a hook per call, as before)."""
+    if not connection.in_atomic_block:
+        return None
+    hooks = getattr(connection, "run_on_commit", None)
+    open_savepoints = getattr(connection, "savepoint_ids", None)
+    if not hooks or open_savepoints is None:
+        return None
+    open_ids = set(open_savepoints)
+    for entry in reversed(hooks):
+        sids, func = entry[0], entry[1]
+        if isinstance(func, _Notify) and func.using == connection.alias and set(sids) <= open_ids:
+            return func
+    return None
 
 
 def hint(run_ids: list[str], *, using: str | None = None) -> int:
     """Leave a durable wake hint on the non-terminal runs among ``run_ids`` and
-    ``NOTIFY`` their owners (one UPDATE, then one ``NOTIFY`` per run on commit).
+    ``NOTIFY`` their owners (one UPDATE, then one ``NOTIFY`` on commit).
     Returns how many runs were hinted."""
     using = db_for(using)
     if not run_ids:
