@@ -129,8 +129,10 @@ def child(url: str, args) -> None:
         )
         total_s = (last_parked_at - producer.first_commit).total_seconds()
         drain = None
-        if drained_from is not None and ended > drained_from[0]:
-            drain = (args.runs - drained_from[1]) / (ended - drained_from[0])
+        # The backlog left when the producer ended (the probe run is parked too);
+        # none left: the workers kept up, there was no drain to time.
+        if drained_from is not None and drained_from[1] < args.runs + 1:
+            drain = (args.runs + 1 - drained_from[1]) / (ended - drained_from[0])
         result = {
             "windows": windows,
             "store_s": producer.ended - producer.began,
