@@ -12,6 +12,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from weft_django.ownership.results import LostRace
 from weft_django.runtime import registry
 from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 from weft_django.runtime.passes import EnginePasses
+from weft_django.runtime.prefetch import FirstTurnReads
 from weft_django.supervision import RenewalWatch
 from weft_django.worker import Worker
 
@@ -422,3 +424,31 @@ def test_recycle_leaves_a_callers_transaction_alone():
     raw = connection.connection
     recycle_connections()
     assert connection.connection is raw
+
+
+def test_new_runs_are_read_ahead_once_per_batch_and_a_failed_read_loses_none(
+    start_worker, monkeypatch, caplog
+):
+    """The tick reads the first turns of the runs it claimed in one statement;
+    when that read fails on the database the claimed runs are still queued and
+    their turns read for themselves."""
+    caplog.set_level(logging.WARNING, logger="weft_django.engine")
+    batches: list[list[str]] = []
+    failures = {"left": 1}
+    real_load = FirstTurnReads.load
+
+    def load(self: FirstTurnReads, run_ids: Collection[str]) -> int:
+        batches.append(list(run_ids))
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OperationalError("simulated read-ahead failure")
+        return real_load(self, run_ids)
+
+    monkeypatch.setattr(FirstTurnReads, "load", load)
+    start_worker()
+    first = [weft.start("tw.steps", 2).id for _ in range(3)]
+    wait_for(lambda: completed(first), 10, "the runs whose read ahead failed to complete")
+    second = [weft.start("tw.steps", 2).id for _ in range(3)]
+    wait_for(lambda: completed(second), 10, "the next runs to complete")
+    assert "could not read" in caplog.text and "simulated read-ahead failure" in caplog.text
+    assert sorted(run for batch in batches for run in batch) == sorted(first + second)

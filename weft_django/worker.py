@@ -266,7 +266,9 @@ class Worker:
                     found += self._submit(run_id, urgent=True)
         capacity = self._capacity()
         if refill and capacity > 0:
-            for run_id in self.ownership.claim_pending(now, names, capacity):
+            claimed = self.ownership.claim_pending(now, names, capacity)
+            self.engine.prefetch(claimed)
+            for run_id in claimed:
                 found += self._submit(run_id)
         return found
 

@@ -23,6 +23,11 @@ def waiter(ctx: weft.Context) -> Any:
     return ctx.wait_for_signal("go")
 
 
+@weft.workflow(name="tests.park.timed_waiter")
+def timed_waiter(ctx: weft.Context) -> Any:
+    return ctx.wait_for_signal("go", timeout=3600)
+
+
 @pytest.mark.django_db
 def test_a_first_turn_that_parks_is_four_statements_on_postgresql(
     make_engine: Callable[..., Any],

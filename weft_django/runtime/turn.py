@@ -27,6 +27,7 @@ from ..models import (
 from .backoff import is_transient
 from .payload import encode, encode_call
 from .port import Abandon, Event, PendingUpdate
+from .prefetch import SIGNALS_BUFFERED, UPDATES_PENDING
 from .registry import WorkflowDefinition
 from .runs import new_run
 from .wakeups import notify
@@ -51,6 +52,10 @@ class Turn(RunWrites):
     ) -> None:
         super().__init__(host, run, epoch)
         self.definition = definition
+        # What a prefetched first-turn read saw (None: not read). Nothing there
+        # then means no read now: anything stored since left a wake hint.
+        self._no_signals = run.get(SIGNALS_BUFFERED) is False
+        self._no_updates = run.get(UPDATES_PENDING) is False
 
     def pause(self, seconds: float) -> None:
         """Wait between step retries; a stopping engine abandons the turn instead."""
@@ -85,11 +90,14 @@ class Turn(RunWrites):
         return value
 
     def consume_signal(self, name: str, pending: list[Event], seq: int) -> Event | None:
-        signals = WorkflowSignal.objects.using(self.using)
-        buffered = signals.filter(run_id=self.run_id, name=name, consumed_at__isnull=True)
         # Nothing buffered: one plain read, no fenced transaction (a wait that
         # parks is most waits). A signal stored after this read leaves its wake
-        # hint on the run, which parking keeps, so the run is woken for it.
+        # hint on the run, which parking keeps, so the run is woken for it. The
+        # same holds for a prefetched read that saw none (no read here then).
+        if self._no_signals:
+            return None
+        signals = WorkflowSignal.objects.using(self.using)
+        buffered = signals.filter(run_id=self.run_id, name=name, consumed_at__isnull=True)
         if not buffered.exists():
             return None
         event = self._take_signal_in_one_statement(name, pending, seq)
@@ -210,6 +218,8 @@ class Turn(RunWrites):
         )
 
     def pending_updates(self) -> list[PendingUpdate]:
+        if self._no_updates:
+            return []  # as read with the run; a request stored since left a wake hint
         rows = (
             UpdateRequest.objects.using(self.using)
             .filter(run_id=self.run_id, status=UpdateStatus.PENDING)

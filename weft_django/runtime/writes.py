@@ -11,9 +11,10 @@ asks for.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import DatabaseError
@@ -27,6 +28,7 @@ from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
 from ..ownership.modes import Ownership
 from .payload import dumps
 from .port import Abandon, Event
+from .prefetch import CLOCK_READ
 from .runs import close_run, ending_fields
 from .wakeups import notify
 
@@ -64,11 +66,23 @@ class RunWrites:
         self.status: str = run["status"]
         self.timeout_at: datetime | None = run.get("timeout_at")
         self.epoch = epoch
+        #: (database clock, monotonic clock) when the clock was last read.
+        self._clock: tuple[datetime, float] | None = run.get(CLOCK_READ)
 
     # -- plumbing ---------------------------------------------------------------
 
     def now(self) -> datetime:
-        return self.host.now()
+        """The database clock, read once per turn (or with the run's prefetched
+        row): later calls add the time elapsed since on a monotonic clock, so a
+        turn's deadline and timer judgments cost no further round trips. An
+        injected clock or a test time offset (no ``db_stamp``) is read every time."""
+        if self.host.db_stamp() is None:
+            return self.host.now()
+        if self._clock is None:
+            self._clock = (self.host.now(), time.monotonic())
+            return self._clock[0]
+        base, read_at = self._clock
+        return base + timedelta(seconds=time.monotonic() - read_at)
 
     @contextmanager
     def _fenced(self) -> Iterator[None]:
