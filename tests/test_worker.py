@@ -452,3 +452,47 @@ def test_new_runs_are_read_ahead_once_per_batch_and_a_failed_read_loses_none(
     wait_for(lambda: completed(second), 10, "the next runs to complete")
     assert "could not read" in caplog.text and "simulated read-ahead failure" in caplog.text
     assert sorted(run for batch in batches for run in batch) == sorted(first + second)
+
+
+def test_a_due_run_read_before_its_turn_ended_is_not_driven_again(start_worker, monkeypatch):
+    """The due-runs query can read a claimed new run as still pending while its
+    first turn is parking it; when the turn has ended by the time the query
+    returns, the tick must not take that stale row for a wake-up and drive the
+    run a second time."""
+    run_id = weft.start("tw.waiter").id
+    in_turn, turn_ended = threading.Event(), threading.Event()
+    drives: list[str] = []
+    real_drive = WorkflowEngine.drive
+    real_due_runs = WorkflowLeaseOwnership.due_runs
+
+    def drive(self: WorkflowEngine, rid: str) -> TurnOutcome:
+        drives.append(rid)
+        if rid != run_id:
+            return real_drive(self, rid)
+        in_turn.set()
+        time.sleep(0.1)  # long enough for a few due checks of the fast tick
+        try:
+            return real_drive(self, rid)
+        finally:
+            turn_ended.set()
+
+    def due_runs(self: WorkflowLeaseOwnership, *args: Any, **kwargs: Any) -> list[str]:
+        if not in_turn.is_set() or turn_ended.is_set():
+            return real_due_runs(self, *args, **kwargs)
+        # The query's snapshot: the run held by this engine and still pending;
+        # it returns after the turn has parked the run.
+        rows = real_due_runs(self, *args, **kwargs)
+        turn_ended.wait(5)
+        return rows
+
+    monkeypatch.setattr(WorkflowEngine, "drive", drive)
+    monkeypatch.setattr(WorkflowLeaseOwnership, "due_runs", due_runs)
+    running = start_worker(on_pass=None)
+    wait_for(
+        lambda: WorkflowRun.objects.filter(pk=run_id, status=RunStatus.WAITING).exists(),
+        10,
+        "the run to park",
+    )
+    wait_for(lambda: running.worker.pool.idle(), 5, "the queue to drain")
+    time.sleep(0.2)  # ten more ticks: any second turn would have been queued by now
+    assert drives.count(run_id) == 1

@@ -85,6 +85,11 @@ class TurnPool:
         with self._lock:
             return run_id in self._queued
 
+    def queued_ids(self) -> frozenset[str]:
+        """The runs queued or being driven now (a snapshot)."""
+        with self._lock:
+            return frozenset(self._queued)
+
     def queued(self) -> int:
         with self._lock:
             return len(self._queued)

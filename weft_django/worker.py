@@ -260,9 +260,16 @@ class Worker:
         names = registry.registered_names()
         if check_due:
             # Woken runs go ahead of new work, past the batch limit: a wake-up never
-            # waits for a full queue of new runs to drain (issue 11).
+            # waits for a full queue of new runs to drain (issue 11). A run queued or
+            # in a turn when the query starts is left out even if its turn has ended
+            # since: the query may have read it before that turn's writes (a claimed
+            # new run is still pending there) and would drive it again for nothing.
+            # A wake hint it really has survives its turn: the next check finds it.
+            busy = self.pool.queued_ids()
             for run_id in self.ownership.due_runs(now, names, limit=self.batch_size * 4):
-                if not self.pool.is_queued(run_id) and self.ownership.check_wake(run_id, "tick"):
+                if run_id in busy or self.pool.is_queued(run_id):
+                    continue
+                if self.ownership.check_wake(run_id, "tick"):
                     found += self._submit(run_id, urgent=True)
         capacity = self._capacity()
         if refill and capacity > 0:
