@@ -1,9 +1,11 @@
 """Burst intake: 100,000 runs that park at once, started in a burst.
 
     python bench/burst.py [--runs 100000] [--batch 1000] [--workers 2] [--concurrency 8]
-                          [--window 5]
+                          [--window 5] [--ttl 30] [--renew 5]
 
-PostgreSQL, one scratch database, default timings (fast tick 0.25 s). The
+PostgreSQL, one scratch database, default timings (claim TTL 30 s, renew
+5 s, fast tick 0.25 s; the test suite's 3 s / 1 s would run the renewal
+loop's passes over the parked runs five times as often). The
 workers (``weft_worker --concurrency N``) start first and sit idle; then this
 process stores ``--runs`` runs of ``orders.cart`` (each parks at once on its
 ``checkout`` signal) with ``weft.start``, ``--batch`` per transaction, from a
@@ -70,7 +72,11 @@ class Producer(threading.Thread):
 
 
 def child(url: str, args) -> None:
-    env = {"WEFT_TICK_INTERVAL": str(TICK)}
+    env = {
+        "WEFT_TICK_INTERVAL": str(TICK),
+        "WEFT_CLAIM_TTL": str(args.ttl),
+        "WEFT_CLAIM_RENEW_INTERVAL": str(args.renew),
+    }
     setup_django(url, **env)
     from weft_django.models import RunStatus, WorkflowRun
 
@@ -155,6 +161,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--window", type=float, default=5.0, help="seconds per printed window")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--ttl", type=float, default=30.0, help="WEFT CLAIM_TTL (s)")
+    parser.add_argument("--renew", type=float, default=5.0, help="WEFT CLAIM_RENEW_INTERVAL (s)")
     parser.add_argument("--child", default=None, help="(internal)")
     args = parser.parse_args()
     if args.child:
@@ -168,7 +176,16 @@ def main() -> None:
         argv = [sys.executable, str(Path(__file__).resolve()), "--child", url]
         argv += [
             f"--{name}={getattr(args, name)}"
-            for name in ("runs", "batch", "workers", "concurrency", "window", "timeout")
+            for name in (
+                "runs",
+                "batch",
+                "workers",
+                "concurrency",
+                "window",
+                "timeout",
+                "ttl",
+                "renew",
+            )
         ]
         process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
         data = None
@@ -190,7 +207,8 @@ def main() -> None:
     print(
         f"\nburst of {args.runs:,} runs of orders.cart (each parks at once), PostgreSQL, "
         f"started {args.batch:,} per transaction; {args.workers} workers x "
-        f"--concurrency {args.concurrency}, tick {TICK} s"
+        f"--concurrency {args.concurrency}, tick {TICK} s, CLAIM_TTL={args.ttl:g}s, "
+        f"CLAIM_RENEW_INTERVAL={args.renew:g}s"
     )
     print_table(
         [
