@@ -256,7 +256,7 @@ class Worker:
             found += self._submit(run_id)
         if not (check_due or refill):
             return found
-        now = self.engine.now()
+        now = self.engine.tick_now()
         names = registry.registered_names()
         if check_due:
             # Woken runs go ahead of new work, past the batch limit: a wake-up never

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,6 +40,35 @@ def db_now(using: str | None = None) -> datetime:
         cursor.execute(f"SELECT {NOW_SQL.get(connection.vendor, 'CURRENT_TIMESTAMP')}")
         value = cursor.fetchone()[0]
     return as_aware(value)
+
+
+class SteadyClock:
+    """A clock read at most once per ``max_age`` seconds and counted forward on
+    the monotonic clock in between: for judgments that need the database's
+    time but not to the millisecond, several times a second (which held runs
+    are due, which pending runs may start). Fencing never uses it: every
+    ownership write judges time inside its own statement."""
+
+    def __init__(
+        self,
+        read: Clock,
+        max_age: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self.max_age = max_age
+        self._monotonic = monotonic
+        self._last: tuple[datetime, float] | None = None  # (clock read, monotonic then)
+
+    def __call__(self) -> datetime:
+        now = self._monotonic()
+        last = self._last
+        if last is None or not 0 <= now - last[1] < self.max_age:
+            value = self._read()
+            self._last = (value, self._monotonic())
+            return value
+        return last[0] + timedelta(seconds=now - last[1])
 
 
 def as_aware(value: datetime | str) -> datetime:

@@ -22,7 +22,7 @@ from ..conf import WeftSettings, get_settings
 from ..exceptions import PayloadError
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import metrics
-from ..ownership.clock import NOW_SQL, Clock, db_now
+from ..ownership.clock import NOW_SQL, Clock, SteadyClock, db_now
 from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id
 from ..ownership.modes import ownership_for
 from ..ownership.results import Acquired, ClaimResult, LostRace
@@ -38,6 +38,9 @@ from .turn import Turn
 from .writes import RunWrites
 
 logger = logging.getLogger("weft_django.engine")
+
+#: Seconds between the fast tick's reads of the database clock (:meth:`WorkflowEngine.tick_now`).
+TICK_CLOCK_MAX_AGE = 1.0
 
 
 class TurnOutcome(enum.StrEnum):
@@ -98,6 +101,7 @@ class WorkflowEngine:
         self._lock = threading.Lock()
         self._in_flight: set[str] = set()
         self.first_turns = FirstTurnReads(self.using)
+        self._tick_clock = SteadyClock(lambda: db_now(self.using), TICK_CLOCK_MAX_AGE)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -127,6 +131,16 @@ class WorkflowEngine:
         """Time for timer and deadline judgments: the database clock (+ test offset)."""
         base = self._clock() if self._clock is not None else db_now(self.using)
         return base + self.time_offset
+
+    def tick_now(self) -> datetime:
+        """:meth:`now` for the fast tick's judgments of which runs are due: on the
+        database clock itself it is read at most once per
+        :data:`TICK_CLOCK_MAX_AGE` seconds and counted forward on the monotonic
+        clock in between (a busy tick runs many times a second); with an
+        injected clock or a test offset, :meth:`now` itself."""
+        if self.db_stamp() is None:
+            return self.now()
+        return self._tick_clock()
 
     def db_stamp(self) -> str | None:
         """SQL for "now" when the engine runs on the database clock itself (no
