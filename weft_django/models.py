@@ -257,13 +257,15 @@ class WorkflowRun(models.Model):
                 name="weft_run_started_id_idx",
                 condition=Q(status__in=["running", "waiting"]),
             ),
+            # The fast tick's due runs, walked in (time, id) order (full indexes
+            # on MariaDB/MySQL, which has no partial ones).
             models.Index(
-                fields=["wake_at"],
+                fields=["wake_at", "id"],
                 name="weft_run_wake_at_idx",
                 condition=Q(wake_at__isnull=False),
             ),
             models.Index(
-                fields=["wake_hint_at"],
+                fields=["wake_hint_at", "id"],
                 name="weft_run_wake_hint_idx",
                 condition=Q(wake_hint_at__isnull=False),
             ),

@@ -9,8 +9,9 @@ a run it could not drive is never selected.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from ..models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun, db_for
 
@@ -58,6 +59,68 @@ def held_due(
         .order_by("pk")
         .values_list("pk", flat=True)[:limit]
     )
+
+
+#: Rows per page of :func:`held_woken`: small enough that a planner with no
+#: statistics still walks the index in order rather than sorting the table.
+WOKEN_PAGE = 64
+
+
+def _holder() -> Subquery:
+    """The run's claim holder, as a scalar subquery in the select list: read by
+    primary key for the rows returned only."""
+    return Subquery(Claim.objects.filter(workflow_id=OuterRef("pk")).values("holder_id")[:1])
+
+
+def _woken_page(
+    runs: QuerySet[WorkflowRun], column: str, after: tuple[Any, str] | None, size: int
+) -> list[tuple[str, str, str | None, Any]]:
+    """One page of ``runs`` in ``(column, id)`` order after the keyset ``after``:
+    (id, status, holder, column value). The statement filters on ``column``
+    alone, so it walks that column's index in order up to ``size`` rows
+    whatever the statistics say (a filter on the status or the holder in SQL
+    would let a planner with a stale estimate scan the table instead)."""
+    if after is not None:
+        runs = runs.filter(
+            Q(**{f"{column}__gt": after[0]}) | Q(**{column: after[0], "pk__gt": after[1]})
+        )
+    return list(
+        runs.annotate(holder=_holder())
+        .order_by(column, "pk")
+        .values_list("pk", "status", "holder", column)[:size]
+    )
+
+
+def held_woken(
+    engine_id: str, now: datetime, *, limit: int = 500, using: str | None = None
+) -> list[str]:
+    """Active runs this engine holds with a wake hint, then those whose timer or
+    deadline is due: the fast tick's query. Each kind is read off its own
+    index (``wake_hint_at``, ``wake_at``, then ``id``) in pages of
+    :data:`WOKEN_PAGE`, until
+    ``limit`` runs of this engine are found or none is left, so the cost
+    follows the runs that are due in the store, not the parked runs this
+    engine holds (before, the query walked every claim it held: 290-500 ms a
+    tick at 46,000 held runs on PostgreSQL). Unlike :func:`held_due` it
+    leaves out held runs that are still pending: a worker queues those itself
+    when it claims them."""
+    kinds = (
+        ("wake_hint_at", _runs(using).filter(wake_hint_at__isnull=False)),
+        ("wake_at", _runs(using).filter(wake_at__lte=now)),
+    )
+    found: dict[str, None] = {}
+    size = max(min(limit, WOKEN_PAGE), 1)
+    for column, runs in kinds:
+        after: tuple[Any, str] | None = None
+        while len(found) < limit:
+            page = _woken_page(runs, column, after, size)
+            for run_id, status, holder, _value in page:
+                if holder == engine_id and status in ACTIVE_STATUSES:
+                    found[run_id] = None
+            if len(page) < size:
+                break
+            after = (page[-1][3], page[-1][0])
+    return list(found)[:limit]
 
 
 def started(names: list[str], *, using: str | None = None) -> QuerySet[WorkflowRun]:

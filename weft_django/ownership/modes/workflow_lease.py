@@ -111,7 +111,7 @@ class WorkflowLeaseOwnership(Ownership):
     # -- selection ------------------------------------------------------------------
 
     def due_runs(self, now: datetime, names: Collection[str], *, limit: int) -> list[str]:
-        return scans.held_due(self.engine_id, now, limit=limit, using=self.using)
+        return scans.held_woken(self.engine_id, now, limit=limit, using=self.using)
 
     def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
         """Off the ready-queue index, claimed in batches: see
