@@ -1,5 +1,6 @@
-"""A woken turn's fenced writes: clearing the wake hint and consuming a signal are
-one statement each on PostgreSQL, and fenced like every other write."""
+"""A woken turn's fenced writes: consuming a signal is one statement on PostgreSQL,
+fenced like every other write; the wake hint the turn answers is cleared by its
+park, so a turn cut off before it leaves the hint for whoever drives the run next."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from django.test.utils import CaptureQueriesContext
 
 import weft_django as weft
 from weft_django.models import RunStatus, WorkflowEvent, WorkflowRun, WorkflowSignal
-from weft_django.ownership.wake_writes import fenced_clear_hint
 from weft_django.runtime.engine import TurnOutcome
+from weft_django.runtime.port import Abandon
+from weft_django.runtime.writes import RunWrites
 
 from .conftest import expire_lease
 
@@ -62,15 +64,15 @@ def test_a_woken_turn_takes_the_signal_and_records_its_payload(
 
 @pytest.mark.django_db
 @postgres_only
-def test_a_woken_turn_is_six_statements_on_postgresql(make_engine: Callable[..., Any]) -> None:
-    """Read the run, clear the wake hint, read the history, probe for the signal,
-    take it (fence, consume, event, running), then the terminal commit."""
+def test_a_woken_turn_is_five_statements_on_postgresql(make_engine: Callable[..., Any]) -> None:
+    """Read the run, read the history, probe for the signal, take it (fence,
+    consume, event, running), then the terminal commit (which clears the hint)."""
     engine = make_engine()
     parked(engine, "wk-2")
     weft.signal("wk-2", "go", 1, signal_id="s-2")
     with CaptureQueriesContext(connection) as queries:
         assert engine.drive("wk-2") is TurnOutcome.COMPLETED
-    assert len(queries.captured_queries) == 6, [q["sql"][:100] for q in queries]
+    assert len(queries.captured_queries) == 5, [q["sql"][:100] for q in queries]
     assert WorkflowRun.objects.get(pk="wk-2").wake_hint_at is None
 
 
@@ -109,29 +111,77 @@ def test_signals_of_one_name_are_taken_oldest_first_once_each(
     assert consumed["s-4a"] is not None and consumed["s-4b"] is None
 
 
+@weft.workflow(name="tests.wake.twice")
+def twice(ctx: weft.Context) -> Any:
+    first = ctx.wait_for_signal("go")
+    second = ctx.wait_for_signal("again")
+    return [first, second]
+
+
+def parked_twice(engine: Any, run_id: str) -> None:
+    weft.start("tests.wake.twice", workflow_id=run_id)
+    engine.acquire(run_id)
+    assert engine.drive(run_id) is TurnOutcome.PARKED
+    weft.signal(run_id, "go", 1, signal_id=f"{run_id}-go")
+
+
+def hint_of(run_id: str) -> Any:
+    return WorkflowRun.objects.get(pk=run_id).wake_hint_at
+
+
 @pytest.mark.django_db
-@postgres_only
-def test_clearing_the_hint_keeps_a_later_one_and_needs_the_claim(
+def test_a_woken_turn_that_parks_again_clears_the_hint_it_answered(
     make_engine: Callable[..., Any],
 ) -> None:
     engine = make_engine()
-    parked(engine, "wk-5")
-    weft.signal("wk-5", "go", 1, signal_id="s-5")
-    seen = WorkflowRun.objects.get(pk="wk-5").wake_hint_at
+    parked_twice(engine, "wk-5")
+    assert hint_of("wk-5") is not None
+    assert engine.drive("wk-5") is TurnOutcome.PARKED
+    run = WorkflowRun.objects.get(pk="wk-5")
+    assert run.wake_hint_at is None and run.waiting_on["name"] == "again"
+
+
+@pytest.mark.django_db
+def test_a_woken_turn_cut_off_before_its_park_leaves_the_hint(
+    make_engine: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn took its signal, then died before parking (a crash, a lost
+    connection): the hint stays, so the run is due for whoever drives it next
+    (a reclaim keeps a parked run without a turn only when nothing is due)."""
+    engine = make_engine()
+    parked_twice(engine, "wk-6")
+    seen = hint_of("wk-6")
+    real_park = RunWrites.park
+
+    def cut_off(self: RunWrites, *args: Any, **kwargs: Any) -> None:
+        raise Abandon("database", RuntimeError("connection lost before the park"))
+
+    monkeypatch.setattr(RunWrites, "park", cut_off)
+    assert engine.drive("wk-6") is TurnOutcome.ABANDONED
+    assert hint_of("wk-6") == seen
+    assert WorkflowSignal.objects.get(run_id="wk-6").consumed_at is not None
+    monkeypatch.setattr(RunWrites, "park", real_park)
+    engine.backoff.succeeded("wk-6")
+    assert engine.drive("wk-6") is TurnOutcome.PARKED  # the signal replayed, not taken again
+    run = WorkflowRun.objects.get(pk="wk-6")
+    assert run.wake_hint_at is None and run.waiting_on["name"] == "again"
+
+
+@pytest.mark.django_db
+def test_a_hint_left_during_the_turn_survives_its_park(
+    make_engine: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine()
+    parked_twice(engine, "wk-7")
+    seen = hint_of("wk-7")
     later = seen.replace(microsecond=(seen.microsecond + 1) % 1_000_000)
-    WorkflowRun.objects.filter(pk="wk-5").update(wake_hint_at=later)
-    assert fenced_clear_hint(
-        "default", workflow_id="wk-5", engine_id=engine.engine_id, epoch=1, seen=seen
-    )
-    assert WorkflowRun.objects.get(pk="wk-5").wake_hint_at == later
-    assert (
-        fenced_clear_hint(
-            "default", workflow_id="wk-5", engine_id=engine.engine_id, epoch=2, seen=later
-        )
-        is False
-    )
-    assert WorkflowRun.objects.get(pk="wk-5").wake_hint_at == later
-    assert fenced_clear_hint(
-        "default", workflow_id="wk-5", engine_id=engine.engine_id, epoch=1, seen=later
-    )
-    assert WorkflowRun.objects.get(pk="wk-5").wake_hint_at is None
+    real_park = RunWrites.park
+
+    def park(self: RunWrites, *args: Any, **kwargs: Any) -> None:
+        WorkflowRun.objects.filter(pk="wk-7").update(wake_hint_at=later)  # a signal meanwhile
+        real_park(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunWrites, "park", park)
+    assert engine.drive("wk-7") is TurnOutcome.PARKED
+    run = WorkflowRun.objects.get(pk="wk-7")
+    assert run.wake_hint_at == later and run.waiting_on["name"] == "again"

@@ -321,13 +321,15 @@ def fenced_park(
     wake_at: datetime | None,
     stamp: str | None,
     now: Callable[[], datetime],
+    hint_seen: datetime | None = None,
 ) -> bool | None:
     """Park a run as one statement (PostgreSQL; None elsewhere): prove the claim
     (``FOR SHARE``, as :func:`fenced_insert`), insert the turn's last events and
     move the run to ``waiting`` on ``waiting_on_json`` until ``wake_at``, all only
-    if the claim holds. Its wake hint is left alone: a signal that arrived during
-    the turn still wakes the run. Returns True when parked, False when this
-    engine no longer holds the claim at ``epoch``.
+    if the claim holds. Its wake hint is cleared only if it is still
+    ``hint_seen``, the one the turn answered: a signal that arrived during the
+    turn still wakes the run. Returns True when parked, False when this engine
+    no longer holds the claim at ``epoch``.
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
@@ -338,12 +340,18 @@ def fenced_park(
     parts = [_pg_fence_cte(connection)]
     params: list[Any] = [workflow_id, engine_id, epoch]
     _pg_add_events(connection, parts, params, rows, "fence")
+    clear = ""
+    if hint_seen is not None:
+        clear = ", wake_hint_at = CASE WHEN wake_hint_at = %s THEN NULL ELSE wake_hint_at END"
     parts.append(
         f"park AS (UPDATE {run_table} SET status = 'waiting', waiting_on = %s::jsonb, "
-        f"wake_at = %s, updated_at = {stamp}, started_at = COALESCE(started_at, {stamp}) "
-        "WHERE id = %s AND EXISTS (SELECT 1 FROM fence))"
+        f"wake_at = %s, updated_at = {stamp}, started_at = COALESCE(started_at, {stamp})"
+        f"{clear} WHERE id = %s AND EXISTS (SELECT 1 FROM fence))"
     )
-    params.extend([waiting_on_json, wake_at, *stamp_params * 2, workflow_id])
+    params.extend([waiting_on_json, wake_at, *stamp_params * 2])
+    if hint_seen is not None:
+        params.append(hint_seen)
+    params.append(workflow_id)
     sql = ", ".join(parts) + " SELECT count(*) FROM fence"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -1,10 +1,11 @@
 """The fenced writes of a woken turn, each as one statement (PostgreSQL).
 
-A turn woken by a signal clears the wake hint it answers, then consumes the
-signal. As fenced transactions those are three and six round trips (begin
-with the locking read of the claim, the writes, commit); under load every
-round trip waits its turn at the database, and they all sit between the
-``signal()`` and the run's next step. Here each is one statement that proves
+A turn woken by a signal consumes the signal (the wake hint it answers is
+cleared by its park, :func:`~weft_django.ownership.fence.fenced_park`). As a
+fenced transaction that is six round trips (begin with the locking read of
+the claim, the writes, commit); under load every round trip waits its turn
+at the database, and they all sit between the ``signal()`` and the run's
+next step. Here it is one statement that proves
 the claim the way :func:`~weft_django.ownership.fence.fenced_insert` does (a
 ``FOR SHARE`` read of the claim in a CTE, which a takeover must wait for) and
 writes only if it holds. Other databases get None and use the fenced
@@ -23,26 +24,6 @@ from django.db import connections
 
 from ..models import WorkflowEvent, WorkflowRun, WorkflowSignal
 from .fence import EVENT_COLUMNS, _pg_add_events, _pg_fence_cte, _pg_stamp
-
-
-def fenced_clear_hint(
-    using: str, *, workflow_id: str, engine_id: str, epoch: int, seen: datetime
-) -> bool | None:
-    """Clear the run's wake hint if it is still ``seen`` (a later one survives),
-    only while this engine holds the claim at ``epoch``. True when the claim
-    held, False when not, None on databases without this form."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return None
-    run_table = connection.ops.quote_name(WorkflowRun._meta.db_table)
-    sql = (
-        f"{_pg_fence_cte(connection)}, clr AS (UPDATE {run_table} SET wake_hint_at = NULL "
-        "WHERE id = %s AND wake_hint_at = %s AND EXISTS (SELECT 1 FROM fence)) "
-        "SELECT count(*) FROM fence"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [workflow_id, engine_id, epoch, workflow_id, seen])
-        return cursor.fetchone()[0] == 1
 
 
 @dataclass(frozen=True)

@@ -271,10 +271,10 @@ class WorkflowEngine:
             return TurnOutcome.NOT_DUE
         turn = Turn(self, run, definition, epoch)
         try:
-            if run["wake_hint_at"] is not None:
-                # Clear the hint we saw before reading anything: a hint set after this
-                # survives and triggers another turn, so no wake-up is ever lost.
-                turn.clear_wake_hint(run["wake_hint_at"])
+            # The wake hint read with the run is cleared by this turn's park, in the
+            # same statement and only if it is still the one read (a later hint
+            # survives and brings another turn); a turn cut off before it ends
+            # leaves it, so whoever drives the run next is woken (issue 11).
             if now is not None and run["timeout_at"] is not None and now >= run["timeout_at"]:
                 turn.finish(
                     [],

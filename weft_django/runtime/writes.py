@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import DatabaseError
-from django.db.models import F
+from django.db.models import Case, DateTimeField, F, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -66,6 +66,8 @@ class RunWrites:
         self.status: str = run["status"]
         self.timeout_at: datetime | None = run.get("timeout_at")
         self.epoch = epoch
+        #: The wake hint this turn answers (read with the run): cleared by its park.
+        self.hint_seen: datetime | None = run.get("wake_hint_at")
         #: (database clock, monotonic clock) when the clock was last read.
         self._clock: tuple[datetime, float] | None = run.get(CLOCK_READ)
 
@@ -126,18 +128,6 @@ class RunWrites:
             wake_at=self.timeout_at,
         )
         self.status = RunStatus.RUNNING
-
-    def clear_wake_hint(self, seen: datetime) -> None:
-        """Clear the wake hint this turn answers (fenced: a deposed engine must not
-        swallow the new owner's wake-up). A hint set after ``seen`` survives."""
-        if self._one_statement(
-            lambda: self.ownership.clear_hint_fenced(self.run_id, self.epoch, seen)
-        ):
-            return
-        with self._fenced():
-            WorkflowRun.objects.using(self.using).filter(pk=self.run_id, wake_hint_at=seen).update(
-                wake_hint_at=None
-            )
 
     def _event_rows(self, events: list[Event]) -> list[tuple[Any, ...]]:
         """Events as rows of :data:`~weft_django.ownership.fence.EVENT_COLUMNS`."""
@@ -206,13 +196,21 @@ class RunWrites:
                 rows=self._event_rows(events),
                 waiting_on_json=dumps(waiting_on),
                 wake_at=wake_at,
+                hint_seen=self.hint_seen,
                 stamp=self.host.db_stamp(),
                 now=self.now,
             )
         ):
-            self.status = RunStatus.WAITING
+            self._parked()
             return
         now = self.now()
+        hint: dict[str, Any] = {}
+        if self.hint_seen is not None:  # cleared only if still the one this turn read
+            hint["wake_hint_at"] = Case(
+                When(wake_hint_at=self.hint_seen, then=Value(None)),
+                default=F("wake_hint_at"),
+                output_field=DateTimeField(),
+            )
         with self._fenced():
             self._insert(events)
             WorkflowRun.objects.using(self.using).filter(pk=self.run_id).update(
@@ -221,8 +219,13 @@ class RunWrites:
                 wake_at=wake_at,
                 updated_at=now,
                 started_at=Coalesce(F("started_at"), now),
+                **hint,
             )
+        self._parked()
+
+    def _parked(self) -> None:
         self.status = RunStatus.WAITING
+        self.hint_seen = None
 
     def finish(
         self,

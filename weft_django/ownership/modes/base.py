@@ -198,11 +198,6 @@ class Ownership(abc.ABC):
         :func:`~weft_django.ownership.fence.fenced_park`); None: no such form."""
         return None
 
-    def clear_hint_fenced(self, run_id: str, epoch: int, seen: datetime) -> bool | None:
-        """Clear the wake hint ``seen`` as one fenced statement (see
-        :func:`~weft_django.ownership.wake_writes.fenced_clear_hint`); None: no such form."""
-        return None
-
     def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
         """Consume a signal and record it as one fenced statement (see
         :func:`~weft_django.ownership.wake_writes.fenced_take_signal`); None: no such form."""

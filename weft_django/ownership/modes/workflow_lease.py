@@ -21,7 +21,7 @@ from ..intake import claim_ready
 from ..outcomes import PassResult
 from ..reclaim import reclaim_scan
 from ..results import ClaimResult, LostRace
-from ..wake_writes import SignalTake, fenced_clear_hint, fenced_take_signal
+from ..wake_writes import SignalTake, fenced_take_signal
 from .base import Ownership
 
 
@@ -93,11 +93,6 @@ class WorkflowLeaseOwnership(Ownership):
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         return fenced_park(
             self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
-        )
-
-    def clear_hint_fenced(self, run_id: str, epoch: int, seen: datetime) -> bool | None:
-        return fenced_clear_hint(
-            self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, seen=seen
         )
 
     def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
