@@ -20,10 +20,12 @@ kind ``test``; it only decides *when* to drive: until nothing is runnable.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from .models import EngineKind
+from django.db.models import Exists, OuterRef, Q
+
+from .models import Claim, EngineKind, RunStatus, WorkflowRun, db_for
 from .ownership import scans
 from .ownership.results import Acquired
 from .runtime.engine import PROGRESS, WorkflowEngine
@@ -47,11 +49,27 @@ class WorkflowDriver:
         engine = self.engine
         now = engine.now()
         cutoff = engine.ownership.timing.cutoff(now - engine.time_offset)
-        found = dict.fromkeys(scans.held_due(engine.engine_id, now, using=engine.using))
+        found = dict.fromkeys(self._held(now))
         found.update(dict.fromkeys(scans.pending_due(now, using=engine.using)))
         found.update(dict.fromkeys(scans.ownerless_active(using=engine.using)))
         found.update(dict.fromkeys(scans.expired_holders(cutoff, using=engine.using)))
         return list(found)
+
+    def _held(self, now: datetime, *, limit: int = 500) -> list[str]:
+        """The runs this engine holds that are due, in id order: those
+        ``scans.held_woken`` finds (a wake hint, a due timer or deadline) and
+        those still pending whose start time has come (claimed, not driven yet:
+        ``held_woken`` leaves them out, a worker queues a run when it claims it)."""
+        engine = self.engine
+        woken = scans.held_woken(engine.engine_id, now, limit=limit, using=engine.using)
+        mine = Exists(Claim.objects.filter(workflow_id=OuterRef("pk"), holder_id=engine.engine_id))
+        pending = Q(status=RunStatus.PENDING) & (Q(start_at__isnull=True) | Q(start_at__lte=now))
+        return list(
+            WorkflowRun.objects.using(db_for(engine.using))
+            .filter(Q(pk__in=woken) | (pending & mine))
+            .order_by("pk")
+            .values_list("pk", flat=True)[:limit]
+        )
 
     def run_until_idle(self, *, max_turns: int = 10_000) -> Counter[str]:
         """Drive runnable runs until a full scan makes no progress; returns outcome counts."""

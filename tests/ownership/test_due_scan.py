@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.db import connection
@@ -24,6 +23,7 @@ from weft_django.ownership import scans
 from weft_django.ownership.clock import db_now
 
 from ..factories import EngineFactory, WorkflowRunFactory
+from ..plans import plan_nodes
 
 HELD = 20_000
 
@@ -87,13 +87,6 @@ def _load_held_parked(engine_id: str) -> None:
         )
 
 
-def _plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [node]
-    for child in node.get("Plans", []):
-        found += _plan_nodes(child)
-    return found
-
-
 @pytest.mark.postgres
 def test_postgresql_walks_the_wake_indexes_not_the_held_claims(db: None) -> None:
     engine = EngineFactory()
@@ -110,7 +103,7 @@ def test_postgresql_walks_the_wake_indexes_not_the_held_claims(db: None) -> None
             cursor.execute(f"EXPLAIN (FORMAT JSON) {query['sql']}")
             (raw,) = cursor.fetchone()
         plan = raw if isinstance(raw, list) else json.loads(raw)
-        nodes = _plan_nodes(plan[0]["Plan"])
+        nodes = plan_nodes(plan[0]["Plan"])
         kinds = {n["Node Type"] for n in nodes}
         assert "Seq Scan" not in kinds and "Sort" not in kinds, kinds
         on_runs = [n for n in nodes if n.get("Relation Name") == table]

@@ -20,6 +20,8 @@ from django.db import connection
 from weft_django.models import Claim, WorkflowRun
 from weft_django.ownership.intake import window_statement
 
+from ..plans import plan_nodes
+
 PENDING = 50_000
 PARKED = 10_000
 NAMES = ["t.wf"]
@@ -87,13 +89,6 @@ def statement(page: dict[bool, Any]) -> tuple[str, list[Any]]:
     ops = connection.ops
     adapted = [ops.adapt_datetimefield_value(p) if isinstance(p, datetime) else p for p in params]
     return sql, adapted
-
-
-def plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [node]
-    for child in node.get("Plans", []):
-        found += plan_nodes(child)
-    return found
 
 
 @pytest.mark.postgres

@@ -77,14 +77,14 @@ def test_parent_and_child_on_different_engines(make_engine: Callable[..., Any]) 
     assert isinstance(engine_b.acquire("p5/child-0"), Acquired)
     assert engine_b.drive("p5/child-0") == TurnOutcome.PARKED
     weft.signal("p5/child-0", "release", "done")
-    assert scans.held_due(engine_b.engine_id, db_now()) == ["p5/child-0"]
-    assert scans.held_due(engine_a.engine_id, db_now()) == []
+    assert scans.held_woken(engine_b.engine_id, db_now()) == ["p5/child-0"]
+    assert scans.held_woken(engine_a.engine_id, db_now()) == []
     assert engine_b.drive("p5/child-0") == TurnOutcome.COMPLETED
     assert claim_of("p5/child-0") == (1, None)
 
     # The child's terminal commit left a wake hint on the parent, which A sees.
     assert WorkflowRun.objects.get(pk="p5").wake_hint_at is not None
-    assert scans.held_due(engine_a.engine_id, db_now()) == ["p5"]
+    assert scans.held_woken(engine_a.engine_id, db_now()) == ["p5"]
     assert engine_a.drive("p5") == TurnOutcome.COMPLETED
     assert weft.result("p5", timeout=0) == {"child": "p5/child-0", "result": "done"}
     assert {engine for *_rest, engine, _e in history("p5")} == {engine_a.engine_id}

@@ -249,7 +249,7 @@ def test_a_deposed_engine_does_not_swallow_the_new_owners_wake_hint(
     assert engine_a.drive("dp4") == TurnOutcome.DEPOSED
     # ...including clearing the hint, which is the new owner's wake-up.
     assert WorkflowRun.objects.get(pk="dp4").wake_hint_at == hint
-    assert scans.held_due(engine_b.engine_id, db_now()) == ["dp4"]
+    assert scans.held_woken(engine_b.engine_id, db_now()) == ["dp4"]
     assert engine_b.drive("dp4") == TurnOutcome.COMPLETED
     assert weft.result("dp4", timeout=0)["go"] == 1
 

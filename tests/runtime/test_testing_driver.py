@@ -7,6 +7,8 @@ from datetime import timedelta
 
 import weft_django as weft
 from weft_django.models import Claim, Engine, EngineKind, EngineStatus, RunStatus, WorkflowRun
+from weft_django.ownership.clock import db_now
+from weft_django.ownership.results import Acquired
 from weft_django.runtime.engine import WorkflowEngine
 from weft_django.testing import WorkflowDriver
 
@@ -102,3 +104,18 @@ def test_max_turns_bounds_the_loop(driver: WorkflowDriver) -> None:
     assert driver.run_until_idle(max_turns=1) == {"completed": 1}
     assert driver.run_until_idle(max_turns=5) == {"completed": 2}
     assert driver.run_until_idle() == {}
+
+
+def test_pending_runs_the_driver_already_holds_are_driven_once_due(
+    driver: WorkflowDriver,
+) -> None:
+    """Claimed but never driven (a test acquired them): the driver's own scan of
+    held pending runs finds them, a scheduled one once its start time comes."""
+    weft.start("tests.echo", workflow_id="d10")
+    weft.start("tests.echo", workflow_id="d11", start_at=db_now() + timedelta(minutes=5))
+    for run_id in ("d10", "d11"):
+        assert isinstance(driver.engine.acquire(run_id), Acquired)
+    assert driver.run_until_idle() == {"completed": 1}
+    assert WorkflowRun.objects.get(pk="d11").status == RunStatus.PENDING
+    driver.advance(timedelta(minutes=5, seconds=1))
+    assert WorkflowRun.objects.get(pk="d11").status == RunStatus.COMPLETED

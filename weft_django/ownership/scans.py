@@ -16,10 +16,6 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from ..models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun, db_for
 
 
-def _held_by(engine_id: str) -> Exists:
-    return Exists(Claim.objects.filter(workflow_id=OuterRef("pk"), holder_id=engine_id))
-
-
 def has_holder() -> Exists:
     return Exists(Claim.objects.filter(workflow_id=OuterRef("pk"), holder__isnull=False))
 
@@ -40,25 +36,6 @@ def _due_pending(now: datetime, using: str | None) -> QuerySet[WorkflowRun]:
 def pending_due(now: datetime, *, limit: int = 100, using: str | None = None) -> list[str]:
     """Pending runs whose start time has come and that nobody holds."""
     return list(_due_pending(now, using).filter(~has_holder()).values_list("pk", flat=True)[:limit])
-
-
-def held_due(
-    engine_id: str, now: datetime, *, limit: int = 500, using: str | None = None
-) -> list[str]:
-    """Runs this engine holds with a wake hint, a due timer/deadline, or still pending."""
-    return list(
-        _runs(using)
-        .filter(status__in=ACTIVE_STATUSES)
-        .filter(
-            Q(wake_hint_at__isnull=False)
-            | Q(wake_at__lte=now)
-            | Q(status=RunStatus.PENDING, start_at__isnull=True)
-            | Q(status=RunStatus.PENDING, start_at__lte=now)
-        )
-        .filter(_held_by(engine_id))
-        .order_by("pk")
-        .values_list("pk", flat=True)[:limit]
-    )
 
 
 #: Rows per page of :func:`held_woken`: small enough that a planner with no
@@ -101,9 +78,8 @@ def held_woken(
     ``limit`` runs of this engine are found or none is left, so the cost
     follows the runs that are due in the store, not the parked runs this
     engine holds (before, the query walked every claim it held: 290-500 ms a
-    tick at 46,000 held runs on PostgreSQL). Unlike :func:`held_due` it
-    leaves out held runs that are still pending: a worker queues those itself
-    when it claims them."""
+    tick at 46,000 held runs on PostgreSQL). Held runs that are still pending
+    are left out: a worker queues those itself when it claims them."""
     kinds = (
         ("wake_hint_at", _runs(using).filter(wake_hint_at__isnull=False)),
         ("wake_at", _runs(using).filter(wake_at__lte=now)),
