@@ -63,6 +63,8 @@ class PassResult:
     _began: float = field(default_factory=monotonic, repr=False, compare=False)
     #: The counts of a :meth:`compact` result, whose per-run outcomes were dropped.
     _counts: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    #: Outcomes counted without a run id each (:meth:`tally`).
+    tallies: dict[str, int] = field(default_factory=dict)
 
     def done(self) -> PassResult:
         """Stamp ``finished_at``: ``started_at`` (a database time) plus the
@@ -75,11 +77,20 @@ class PassResult:
         if error is not None:
             self.errors[run_id] = f"{type(error).__name__}: {error}"
 
+    def tally(self, outcome: Outcome, count: int) -> None:
+        """Count ``count`` runs as ``outcome`` without listing them (a pass that
+        reads only the runs something happens to, e.g. the signal poll's
+        ``not_buffered``: listing the others would cost a read of each)."""
+        if count > 0:
+            self.tallies[str(outcome)] = self.tallies.get(str(outcome), 0) + count
+
     @property
     def counts(self) -> Counter[str]:
         if self._counts is not None:
             return Counter(self._counts)
-        return Counter(str(outcome) for outcome in self.outcomes.values())
+        counts = Counter(str(outcome) for outcome in self.outcomes.values())
+        counts.update(self.tallies)
+        return counts
 
     def compact(self, keep: int = 1000, *, max_failures: int = 100) -> PassResult:
         """This result as a long-lived host remembers it: with more than ``keep``

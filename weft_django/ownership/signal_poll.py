@@ -1,9 +1,13 @@
 """Pass 3, the owner-side signal poll: wake held runs whose signal is buffered.
 
-For each run this engine holds that waits on a signal, probe (without
-consuming) whether a matching signal is buffered; if so, wake it. One query
-finds the runs and the answer together. A failure to wake one run never
-stops the others.
+Every run this engine holds that waits on a signal of a name that is buffered
+(probed, never consumed) is woken. The query starts from the buffered signals
+(a partial index holds only the unconsumed ones) and keeps those whose run
+this engine holds and waits on that name, so a pass costs what is buffered,
+not what is held: 100,000 parked runs and no signal is one index probe.
+Where the database has no partial indexes (MySQL, MariaDB) the held runs are
+probed instead, in chunks. A failure to wake one run never stops the others;
+the held runs that had nothing to wake them are counted ``not_buffered``.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
+from django.db import connections
 from django.db.models import Exists, OuterRef, QuerySet
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KT, KeyTextTransform
 
-from ..models import RunStatus, WorkflowRun, WorkflowSignal, db_for
+from ..models import Claim, RunStatus, WorkflowRun, WorkflowSignal, db_for
 from .outcomes import Outcome, PassResult
 
 logger = logging.getLogger("weft_django.signal_poll")
@@ -37,11 +42,53 @@ def _signal_waiters(using: str | None) -> QuerySet[Any]:  # annotated: has_signa
     )
 
 
-def waiting_on_signal(held: list[str], *, using: str | None = None) -> list[tuple[str, bool]]:
-    """(run id, has a matching buffered signal) for the held runs waiting on one."""
-    if not held:
-        return []
-    return list(_signal_waiters(using).filter(pk__in=held).values_list("pk", "has_signal"))
+def _buffered_for_waiters(using: str) -> QuerySet[WorkflowSignal]:
+    """Unconsumed signals whose run waits on a signal of their name (read off
+    the partial index of unconsumed signals)."""
+    return WorkflowSignal.objects.using(using).filter(
+        consumed_at__isnull=True,
+        run__status=RunStatus.WAITING,
+        run__waiting_on__kind="signal",
+        name=KeyTextTransform("name", "run__waiting_on"),
+    )
+
+
+def indexed_by_buffered(using: str) -> bool:
+    """Whether the buffered signals and pending update requests have their
+    partial indexes here, so the polls can start from them."""
+    return bool(connections[using].features.supports_partial_indexes)
+
+
+def held_with_buffered_signal(
+    holder_id: str | None,
+    names: Collection[str],
+    *,
+    held: Callable[[], list[str]],
+    using: str | None = None,
+    chunk: int = 2000,
+) -> list[str]:
+    """The runs held by ``holder_id`` (every started run of ``names`` when None:
+    the global lease holds them all) that wait on a signal which is buffered,
+    in id order. ``held()`` lists the held runs, for a database without
+    partial indexes, which probes them in chunks of ``chunk``."""
+    using = db_for(using)
+    if not indexed_by_buffered(using):
+        found: list[str] = []
+        run_ids = held()
+        for index in range(0, len(run_ids), chunk):
+            found.extend(
+                _signal_waiters(using)
+                .filter(pk__in=run_ids[index : index + chunk], has_signal=True)
+                .values_list("pk", flat=True)
+            )
+        return found
+    signals = _buffered_for_waiters(using)
+    if holder_id is not None:
+        mine = Claim.objects.filter(workflow_id=OuterRef("run_id"), holder_id=holder_id)
+        signals = signals.filter(Exists(mine))
+    else:
+        signals = signals.filter(run__workflow_name__in=list(names))
+    return list(signals.order_by("run_id").values_list("run_id", flat=True).distinct())
 
 
 def signal_stranded(
@@ -49,6 +96,11 @@ def signal_stranded(
 ) -> list[tuple[str, str]]:
     """Store-wide: (run id, workflow name) of runs of ``names`` that wait on a signal
     which is buffered, whoever holds them (the Celery signal poll pass)."""
+    using = db_for(using)
+    if indexed_by_buffered(using):
+        signals = _buffered_for_waiters(using).filter(run__workflow_name__in=list(names))
+        rows = signals.order_by("run_id").values_list("run_id", "run__workflow_name").distinct()
+        return list(rows[:limit])
     return list(
         _signal_waiters(using)
         .filter(workflow_name__in=list(names), has_signal=True)
@@ -62,25 +114,23 @@ def has_buffered_signal(run_id: str, *, using: str | None = None) -> bool:
 
 
 def signal_poll_pass(
-    held: list[str],
+    wakeable: list[str],
     *,
+    held: int,
     wake: Callable[[str], None],
     now: datetime,
-    using: str | None = None,
-    chunk: int = 2000,
 ) -> PassResult:
-    """Outcomes ``woken`` / ``not_buffered`` / ``wake_failed`` per held waiting run."""
+    """Wake each of ``wakeable`` (held runs with a buffered signal): outcomes
+    ``woken`` / ``wake_failed`` per run; the other ``held`` runs are counted
+    ``not_buffered``."""
     result = PassResult("signal_poll", started_at=now)
-    for index in range(0, len(held), chunk):
-        for run_id, has_signal in waiting_on_signal(held[index : index + chunk], using=using):
-            if not has_signal:
-                result.record(run_id, Outcome.NOT_BUFFERED)
-                continue
-            try:
-                wake(run_id)
-            except Exception as exc:
-                logger.warning("could not wake %s for its signal: %s", run_id, exc)
-                result.record(run_id, Outcome.WAKE_FAILED, exc)
-            else:
-                result.record(run_id, Outcome.WOKEN)
+    for run_id in wakeable:
+        try:
+            wake(run_id)
+        except Exception as exc:
+            logger.warning("could not wake %s for its signal: %s", run_id, exc)
+            result.record(run_id, Outcome.WAKE_FAILED, exc)
+        else:
+            result.record(run_id, Outcome.WOKEN)
+    result.tally(Outcome.NOT_BUFFERED, held - len(wakeable))
     return result.done()

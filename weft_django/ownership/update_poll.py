@@ -1,11 +1,14 @@
 """Pass 4, the owner-side update poll (docs/ownership.md, "The renewal loop").
 
-Given this engine's held run ids (a snapshot taken at the start of the
-pass), probe them for pending update requests without consuming any, and
-drain the runs that have some: the drain drives the run to its park point,
-where its pending requests are applied in arrival order. A drain failure for
-one run never stops the others. The pass talks to its host only through an
-:class:`UpdatePollTarget`, so it can be tested with fakes.
+Find the runs this engine holds that have pending update requests, without
+consuming any, and drain them: the drain drives the run to its park point,
+where its pending requests are applied in arrival order. The query starts
+from the pending requests (a partial index holds only those), so a pass
+costs what is pending, not what is held; where the database has no partial
+indexes (MySQL, MariaDB) the held runs are probed instead, in chunks. A
+drain failure for one run never stops the others; the held runs with nothing
+pending are counted ``no_pending_updates``. The pass talks to its host only
+through an :class:`UpdatePollTarget`, so it can be tested with fakes.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from typing import Protocol
 
 from django.db.models import Exists, OuterRef, QuerySet
 
-from ..models import RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, db_for
+from ..models import Claim, RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, db_for
 from .outcomes import Outcome, PassResult
+from .signal_poll import indexed_by_buffered
 
 logger = logging.getLogger("weft_django.update_poll")
 
@@ -27,11 +31,11 @@ class UpdatePollTarget(Protocol):
     """What the pass needs from its host. Errors: any exception from a method is
     recorded as ``drain_failed`` for the runs it concerns; it never ends the pass."""
 
-    def held_run_ids(self) -> list[str]:
-        """The runs this engine holds now."""
+    def held_count(self) -> int:
+        """How many runs this engine holds now."""
 
-    def runs_with_pending_updates(self, run_ids: list[str]) -> set[str]:
-        """Which of ``run_ids`` have at least one pending request (read-only probe)."""
+    def held_with_pending_updates(self) -> list[str]:
+        """The held runs with at least one pending request (a read-only probe)."""
 
     def drain_updates(self, run_id: str) -> None:
         """Apply the run's pending requests; raise on failure."""
@@ -41,10 +45,35 @@ def _pending(using: str | None) -> QuerySet[UpdateRequest]:
     return UpdateRequest.objects.using(db_for(using)).filter(status=UpdateStatus.PENDING)
 
 
-def runs_with_pending_updates(run_ids: list[str], *, using: str | None = None) -> set[str]:
-    """The probe itself: which of ``run_ids`` have a pending request (one query)."""
-    pending = _pending(using).filter(run_id__in=run_ids)
-    return set(pending.values_list("run_id", flat=True).distinct())
+def held_with_pending_updates(
+    holder_id: str | None,
+    names: Collection[str],
+    *,
+    held: Callable[[], list[str]],
+    using: str | None = None,
+    chunk: int = 2000,
+) -> list[str]:
+    """The started runs held by ``holder_id`` (every started run of ``names``
+    when None: the global lease holds them all) with a pending request, in id
+    order. ``held()`` lists the held runs, for a database without partial
+    indexes, which probes them in chunks of ``chunk``."""
+    using = db_for(using)
+    if not indexed_by_buffered(using):
+        found: set[str] = set()
+        run_ids = held()
+        for ids in _chunks(run_ids, chunk):
+            found.update(_pending(using).filter(run_id__in=ids).values_list("run_id", flat=True))
+        return sorted(found)
+    pending = _pending(using)
+    if holder_id is not None:
+        mine = Claim.objects.filter(workflow_id=OuterRef("run_id"), holder_id=holder_id)
+        pending = pending.filter(Exists(mine))
+    else:
+        pending = pending.filter(
+            run__status__in=(RunStatus.RUNNING, RunStatus.WAITING),
+            run__workflow_name__in=list(names),
+        )
+    return list(pending.order_by("run_id").values_list("run_id", flat=True).distinct())
 
 
 def _started_with_pending(using: str | None) -> QuerySet[WorkflowRun]:
@@ -62,6 +91,14 @@ def update_stranded(
 ) -> list[tuple[str, str]]:
     """Store-wide: (run id, workflow name) of started runs of ``names`` with at least
     one pending update request, whoever holds them (the Celery update poll pass)."""
+    using = db_for(using)
+    if indexed_by_buffered(using):
+        pending = _pending(using).filter(
+            run__status__in=(RunStatus.RUNNING, RunStatus.WAITING),
+            run__workflow_name__in=list(names),
+        )
+        rows = pending.order_by("run_id").values_list("run_id", "run__workflow_name").distinct()
+        return list(rows[:limit])
     return list(
         _started_with_pending(using)
         .filter(workflow_name__in=list(names))
@@ -83,28 +120,26 @@ def update_poll_pass(
     target: UpdatePollTarget,
     *,
     clock: Callable[[], datetime],
-    chunk: int = 2000,
 ) -> PassResult:
-    """Run one pass; outcomes are in the snapshot's iteration order."""
+    """Run one pass: outcomes per drained run, in id order; the other held runs
+    counted. A failed probe fails the pass (``succeeded`` False, the error
+    under the run id ``*``); the next pass probes again."""
     result = PassResult("update_poll", started_at=clock())
-    held = list(target.held_run_ids())
-    for ids in _chunks(held, chunk):
+    held = target.held_count()
+    try:
+        pending = target.held_with_pending_updates()
+    except Exception as exc:
+        logger.warning("update probe failed: %s", exc)
+        result.succeeded = False
+        result.errors["*"] = f"{type(exc).__name__}: {exc}"
+        return result.done()
+    for run_id in pending:
         try:
-            pending = target.runs_with_pending_updates(ids)
+            target.drain_updates(run_id)
         except Exception as exc:
-            logger.warning("update probe failed for %d run(s): %s", len(ids), exc)
-            for run_id in ids:
-                result.record(run_id, Outcome.DRAIN_FAILED, exc)
-            continue
-        for run_id in ids:
-            if run_id not in pending:
-                result.record(run_id, Outcome.NO_PENDING_UPDATES)
-                continue
-            try:
-                target.drain_updates(run_id)
-            except Exception as exc:
-                logger.warning("draining updates of %s failed: %s", run_id, exc)
-                result.record(run_id, Outcome.DRAIN_FAILED, exc)
-            else:
-                result.record(run_id, Outcome.DRAINED)
+            logger.warning("draining updates of %s failed: %s", run_id, exc)
+            result.record(run_id, Outcome.DRAIN_FAILED, exc)
+        else:
+            result.record(run_id, Outcome.DRAINED)
+    result.tally(Outcome.NO_PENDING_UPDATES, held - len(pending))
     return result.done()

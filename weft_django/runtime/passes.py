@@ -18,7 +18,7 @@ from ..ownership import metrics
 from ..ownership.engines import record_passes
 from ..ownership.outcomes import PassResult
 from ..ownership.signal_poll import signal_poll_pass
-from ..ownership.update_poll import runs_with_pending_updates, update_poll_pass
+from ..ownership.update_poll import update_poll_pass
 from . import registry
 from .engine import WorkflowEngine
 from .inbox import purge_expired_updates
@@ -81,10 +81,10 @@ class EnginePasses:
 
     def signal_poll(self) -> PassResult:
         """Pass 3: wake held runs whose awaited signal is buffered."""
-        held = self.ownership.held_runs(registry.registered_names())
-        return self._observed(
-            signal_poll_pass(held, wake=self._wake, now=self.engine.now(), using=self.engine.using)
-        )
+        now = self.engine.now()
+        held = self.ownership.held_count()
+        wakeable = self.ownership.held_with_buffered_signal(registry.registered_names())
+        return self._observed(signal_poll_pass(wakeable, held=held, wake=self._wake, now=now))
 
     def _wake(self, run_id: str) -> None:
         if self.ownership.check_wake(run_id, "signal"):
@@ -96,11 +96,11 @@ class EnginePasses:
 
     # The update poll's target (weft_django.ownership.update_poll.UpdatePollTarget).
 
-    def held_run_ids(self) -> list[str]:
-        return self.ownership.held_runs(registry.registered_names())
+    def held_count(self) -> int:
+        return self.ownership.held_count()
 
-    def runs_with_pending_updates(self, run_ids: list[str]) -> set[str]:
-        return runs_with_pending_updates(run_ids, using=self.engine.using)
+    def held_with_pending_updates(self) -> list[str]:
+        return self.ownership.held_with_pending_updates(registry.registered_names())
 
     def drain_updates(self, run_id: str) -> None:
         """The drain itself happens in the run's next turn, at its park point."""

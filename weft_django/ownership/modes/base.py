@@ -225,6 +225,17 @@ class Ownership(abc.ABC):
     def held_count(self) -> int:
         """How many runs this engine holds claims on."""
 
+    @abc.abstractmethod
+    def held_with_buffered_signal(self, names: Collection[str]) -> list[str]:
+        """Pass 3's probe: the held runs that wait on a signal which is buffered.
+        Its cost follows the buffered signals, not the runs held (on a database
+        with partial indexes). Errors: a ``DatabaseError`` propagates."""
+
+    @abc.abstractmethod
+    def held_with_pending_updates(self, names: Collection[str]) -> list[str]:
+        """Pass 4's probe: the held runs with a pending update request; its cost
+        follows the pending requests. Errors: a ``DatabaseError`` propagates."""
+
     # -- recovery ---------------------------------------------------------------------
 
     @abc.abstractmethod

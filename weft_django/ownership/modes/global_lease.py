@@ -22,6 +22,8 @@ from ..global_lease import GlobalLeaseManager
 from ..intake import ready_window
 from ..outcomes import Outcome, PassResult
 from ..results import Acquired, ClaimResult, LostRace
+from ..signal_poll import held_with_buffered_signal
+from ..update_poll import held_with_pending_updates
 from .base import Ownership
 
 logger = logging.getLogger("weft_django.ownership")
@@ -118,6 +120,20 @@ class GlobalLeaseOwnership(Ownership):
 
     def held_count(self) -> int:
         return 0
+
+    def held_with_buffered_signal(self, names: Collection[str]) -> list[str]:
+        if not self.lease.held:
+            return []
+        return held_with_buffered_signal(
+            None, names, held=lambda: self.held_runs(names), using=self.using
+        )
+
+    def held_with_pending_updates(self, names: Collection[str]) -> list[str]:
+        if not self.lease.held:
+            return []
+        return held_with_pending_updates(
+            None, names, held=lambda: self.held_runs(names), using=self.using
+        )
 
     # -- recovery ---------------------------------------------------------------------
 

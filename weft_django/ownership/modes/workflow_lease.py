@@ -21,6 +21,8 @@ from ..intake import claim_ready
 from ..outcomes import PassResult
 from ..reclaim import reclaim_scan
 from ..results import ClaimResult, LostRace
+from ..signal_poll import held_with_buffered_signal
+from ..update_poll import held_with_pending_updates
 from ..wake_writes import SignalTake, fenced_take_signal
 from .base import Ownership
 
@@ -118,6 +120,16 @@ class WorkflowLeaseOwnership(Ownership):
 
     def held_count(self) -> int:
         return len(self.claims.held)
+
+    def held_with_buffered_signal(self, names: Collection[str]) -> list[str]:
+        return held_with_buffered_signal(
+            self.engine_id, names, held=lambda: self.held_runs(names), using=self.using
+        )
+
+    def held_with_pending_updates(self, names: Collection[str]) -> list[str]:
+        return held_with_pending_updates(
+            self.engine_id, names, held=lambda: self.held_runs(names), using=self.using
+        )
 
     # -- recovery ---------------------------------------------------------------------
 
