@@ -169,3 +169,60 @@ def test_mysql_tables_compare_text_exactly_and_keep_their_foreign_keys(db: None)
         )
         assert cursor.fetchall() == ((mysql_collation(connection),),)
     assert len(expected) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0012_stamps_the_ownerless_claims_of_started_runs() -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = (
+        [("weft_django", "0011_wake_index_keys")],
+        [("weft_django", "0012_claim_released_at")],
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    apps = executor.loader.project_state(before).apps
+    run, claim = (
+        apps.get_model("weft_django", "WorkflowRun"),
+        apps.get_model("weft_django", "Claim"),
+    )
+    engine = apps.get_model("weft_django", "Engine").objects.create(
+        id="m-engine",
+        pid=1,
+        hostname="h",
+        kind="worker",
+        ownership_mode="workflow-lease",
+        started_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+        lease_expires_at=timezone.now(),
+    )
+    for run_id, status, holder in (
+        ("waiting-free", "waiting", None),
+        ("running-free", "running", None),
+        ("waiting-held", "waiting", engine),
+        ("done-free", "completed", None),
+        ("pending-free", "pending", None),
+    ):
+        run.objects.create(id=run_id, workflow_name="t.wf", status=status)
+        claim.objects.create(
+            workflow_id=run_id,
+            epoch=1,
+            holder=holder,
+            claimed_at=timezone.now() if holder else None,
+        )
+    try:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(after)
+        stamped = Claim.objects.filter(released_at__isnull=False).values_list("pk", flat=True)
+        assert sorted(stamped) == ["running-free", "waiting-free"]
+    finally:
+        Claim.objects.all().delete()
+        from weft_django.models import Engine, WorkflowRun
+
+        WorkflowRun.objects.all().delete()
+        Engine.objects.all().delete()
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("weft_django"))

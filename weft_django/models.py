@@ -107,6 +107,9 @@ class Claim(models.Model):
         db_index=False,  # weft_claim_holder_wid_idx leads with the holder
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
+    #: When a holder let go of a run it had not finished (graceful shutdown, a
+    #: release at park); None once the run ends. The reclaim sweep reads these.
+    released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["workflow_id"]
@@ -114,6 +117,12 @@ class Claim(models.Model):
         indexes = [
             # The batched takeover walks one holder's claims in id order.
             models.Index(fields=["holder", "workflow_id"], name="weft_claim_holder_wid_idx"),
+            # The ownerless sweep: claims let go of before their run ended.
+            models.Index(
+                fields=["workflow_id"],
+                name="weft_claim_released_idx",
+                condition=Q(holder__isnull=True, released_at__isnull=False),
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(epoch__gte=0), name="weft_claim_epoch_nonnegative"),

@@ -10,12 +10,14 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from weft_django.models import Claim, Engine, RunStatus, WorkflowRun
 from weft_django.ownership import takeover
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims import ClaimRegistry, release_statement
 from weft_django.ownership.outcomes import Outcome
 from weft_django.ownership.reclaim import reclaim_scan
+from weft_django.ownership.revoke import revoke_statement
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,8 +38,14 @@ def parked(
         batch_size=2000,
     )
     stamp = Engine.objects.first().started_at if holder else None
+    released = timezone.now() if holder is None else None  # let go of before it ended
     Claim.objects.bulk_create(
-        [Claim(workflow_id=i, epoch=epoch, holder_id=holder, claimed_at=stamp) for i in ids],
+        [
+            Claim(
+                workflow_id=i, epoch=epoch, holder_id=holder, claimed_at=stamp, released_at=released
+            )
+            for i in ids
+        ],
         batch_size=2000,
     )
     return ids
@@ -232,3 +240,68 @@ def test_statements_per_batch_do_not_grow_with_the_batch(make_registry, clock, s
     ownerless_sql = _statements(ownerless)
     assert [sql.split()[0] for sql in ownerless_sql] == ["SELECT", "SELECT", "SELECT", "UPDATE"]
     assert len(rival.held) == 2 * size
+
+
+# -- the ownerless sweep reads the released claims, with a full sweep as backstop -----
+
+
+def test_after_a_full_sweep_passes_read_only_the_claims_released_before_their_run_ended(
+    make_registry, clock, monkeypatch
+):
+    rival = make_registry("rival")
+    make_registry("owner")
+    outcomes, _driven = scan(rival)  # the engine's first pass: the full sweep
+    assert outcomes == {}
+    held = parked("h", 300, holder="owner")  # live, held: never read again
+    released = parked("r", 3, holder=None)
+    unstamped = parked("u", 1, holder=None)
+    Claim.objects.filter(pk__in=unstamped).update(released_at=None)  # a release not stamped
+
+    with CaptureQueriesContext(connection) as queries:
+        outcomes, _driven = scan(rival)
+    if not connection.features.supports_partial_indexes:  # MySQL/MariaDB: always the full sweep
+        assert outcomes == dict.fromkeys([*released, *unstamped], Outcome.RECLAIMED)
+        return
+    assert outcomes == dict.fromkeys(released, Outcome.RECLAIMED)
+    assert not any(held[0] in q["sql"] for q in queries.captured_queries)
+    # Taken: out of the released index (it has a holder now).
+    assert takeover.released_page(NAMES, using="default") == ([], None)
+
+    # The backstop: the full sweep of the started runs finds the unstamped one.
+    monkeypatch.setattr("weft_django.ownership.reclaim.FULL_SWEEP_INTERVAL", 0.0)
+    outcomes, _driven = scan(rival)
+    assert outcomes == dict.fromkeys(unstamped, Outcome.RECLAIMED)
+
+
+def test_the_released_page_takes_started_runs_and_unstamps_ended_and_purged_ones():
+    ids = parked("p", 6, holder=None)
+    WorkflowRun.objects.filter(pk=ids[0]).update(status=RunStatus.COMPLETED)
+    WorkflowRun.objects.filter(pk=ids[1]).update(status=RunStatus.CANCELLED)
+    WorkflowRun.objects.filter(pk=ids[2]).delete()  # purged; the claim row stays
+    WorkflowRun.objects.filter(pk=ids[3]).update(status=RunStatus.PENDING)  # the intake's
+    WorkflowRun.objects.filter(pk=ids[4]).update(workflow_name="t.other")  # not registered here
+
+    assert takeover.released_page(NAMES, using="default", limit=10) == ([ids[5]], None)
+    stamped = Claim.objects.filter(released_at__isnull=False).values_list("pk", flat=True)
+    assert sorted(stamped) == [ids[3], ids[4], ids[5]]
+    # Keyset pages: a full page hands back the cursor.
+    assert takeover.released_page(NAMES, using="default", limit=2) == ([], ids[4])
+    assert takeover.released_page(NAMES, after=ids[4], using="default", limit=2) == (
+        [ids[5]],
+        None,
+    )
+
+
+def test_a_release_before_the_end_stamps_the_claim_and_the_end_unstamps_it(make_registry):
+    owner = make_registry("owner")
+    ids = parked("e", 3, holder=None)
+    Claim.objects.update(released_at=None)
+    for run_id in ids:
+        assert owner.claim(run_id).outcome == Outcome.ACQUIRED
+    owner.release(ids[0])  # let go of a started run
+    release_statement("default", ids[1], "owner", owner.epoch_of(ids[1]), ended=True)
+    assert owner.release_all() == 1  # ids[2], a graceful shutdown
+    stamped = dict(Claim.objects.values_list("pk", "released_at"))
+    assert stamped[ids[0]] is not None and stamped[ids[1]] is None and stamped[ids[2]] is not None
+    revoke_statement("default", ids[2])  # an external transition (cancel, timeout) ends the run
+    assert Claim.objects.get(pk=ids[2]).released_at is None

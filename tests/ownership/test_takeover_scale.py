@@ -29,9 +29,20 @@ def load(prefix: str, count: int, *, holder: str | None, status: str = "waiting"
     WorkflowRun.objects.bulk_create(
         [WorkflowRun(id=i, workflow_name="t.wf", status=status) for i in ids], batch_size=5000
     )
-    stamp = db_now() if holder else None
+    stamp = db_now()
+    # Released (a graceful shutdown) before the run ended: stamped for the sweep.
+    released = stamp if holder is None and status in takeover.STARTED else None
     Claim.objects.bulk_create(
-        [Claim(workflow_id=i, epoch=1, holder_id=holder, claimed_at=stamp) for i in ids],
+        [
+            Claim(
+                workflow_id=i,
+                epoch=1,
+                holder_id=holder,
+                claimed_at=stamp if holder else None,
+                released_at=released,
+            )
+            for i in ids
+        ],
         batch_size=5000,
     )
     return ids
@@ -118,13 +129,15 @@ def test_takeover_queries_use_their_indexes_on_a_big_unanalysed_table(weft_setti
         ownerless = _plan(
             takeover.ownerless_page_query("waiting", after="", using="default")[: takeover.BATCH]
         )
+        released = _plan(takeover.released_page_query(after="", using="default")[: takeover.BATCH])
     finally:
         with connection.cursor() as cursor:
             for table in ("weft_django_workflowrun", "weft_django_claim"):
                 cursor.execute(f"ALTER TABLE {table} RESET (autovacuum_enabled)")
 
-    for plan in (expired, ownerless):
+    for plan in (expired, ownerless, released):
         assert "Seq Scan" not in plan, plan
         assert "Sort" not in plan.replace("Sort Key", ""), plan  # index order, no sort
     assert "weft_claim_holder_wid_idx" in expired, expired
     assert "weft_run_started_id_idx" in ownerless, ownerless
+    assert "weft_claim_released_idx" in released, released

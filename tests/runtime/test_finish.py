@@ -10,6 +10,7 @@ import pytest
 
 import weft_django as weft
 from weft_django.models import Claim, RunStatus, WorkflowEvent, WorkflowRun
+from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import TurnOutcome
 
 from .conftest import expire_lease
@@ -27,9 +28,11 @@ def test_a_deposed_engine_cannot_commit_the_end_of_a_run(make_engine: Callable[.
     assert run.status == RunStatus.PENDING and run.result is None
     assert not WorkflowEvent.objects.filter(run_id="fin-1").exists()
     assert Claim.objects.get(pk="fin-1").holder_id == b.engine_id
+    Claim.objects.filter(pk="fin-1").update(released_at=db_now())  # a stale stamp
     assert b.drive("fin-1") is TurnOutcome.COMPLETED
     claim = Claim.objects.get(pk="fin-1")
-    assert (claim.holder_id, claim.epoch) == (None, 2)
+    # Released by the end of the run: not stamped for the ownerless sweep.
+    assert (claim.holder_id, claim.epoch, claim.released_at) == (None, 2, None)
     finished = WorkflowRun.objects.get(pk="fin-1")
     assert finished.status == RunStatus.COMPLETED
     assert finished.finished_at is not None and finished.started_at is not None

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from django.db import OperationalError, transaction
 from django.db.models import F
+from django.db.models.functions import Now
 
 from ..conf import Timing, get_settings
 from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
@@ -385,7 +386,7 @@ class ClaimRegistry:
         return (
             Claim.objects.using(self.using)
             .filter(holder_id=self.engine_id)
-            .update(holder_id=None, claimed_at=None)
+            .update(holder_id=None, claimed_at=None, released_at=Now())
         )
 
     def check_wake(self, workflow_id: str, wake_kind: str) -> bool:
@@ -410,11 +411,15 @@ class ClaimRegistry:
         return False
 
 
-def release_statement(using: str, workflow_id: str, engine_id: str, epoch: int) -> bool:
-    """The release UPDATE itself, for use inside a caller's transaction."""
+def release_statement(
+    using: str, workflow_id: str, engine_id: str, epoch: int, *, ended: bool = False
+) -> bool:
+    """The release UPDATE itself, for use inside a caller's transaction. Unless
+    the run has ``ended``, the claim is stamped ``released_at`` for the reclaim
+    sweep (a run found ended there later is unstamped by the sweep)."""
     return (
         Claim.objects.using(using)
         .filter(workflow_id=workflow_id, holder_id=engine_id, epoch=epoch)
-        .update(holder_id=None, claimed_at=None)
+        .update(holder_id=None, claimed_at=None, released_at=None if ended else Now())
         == 1
     )

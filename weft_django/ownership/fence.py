@@ -270,7 +270,8 @@ def fenced_finish(
     run_table = quote(WorkflowRun._meta.db_table)
     request_table = quote(UpdateRequest._meta.db_table)
     parts = [
-        f"WITH rel AS (UPDATE {claim_table} SET holder_id = NULL, claimed_at = NULL "
+        f"WITH rel AS (UPDATE {claim_table} SET holder_id = NULL, claimed_at = NULL, "
+        "released_at = NULL "
         "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
     ]
     params: list[Any] = [workflow_id, engine_id, epoch]

@@ -3,7 +3,13 @@ or departed engines (and :func:`acquire_stranded`, its acquisition rules, which
 the store-wide passes of a Celery task use too).
 
 Candidates are (a) claims whose holder's lease has expired on the database
-clock and (b) started runs with no holder at all. Only runs whose workflow
+clock and (b) started runs with no holder at all. For (b) a pass reads the
+claims let go of before their run ended (``Claim.released_at``, a partial
+index: its cost follows the ownerless runs, not the started ones); every
+:data:`FULL_SWEEP_INTERVAL` seconds, on an engine's first pass, and always on
+MySQL/MariaDB (no partial indexes) it sweeps all started runs instead, which
+also finds started runs with no claim row at all (e.g. after a switch from
+mode ``lease``). Only runs whose workflow
 type is in ``names`` (registered in this process) are taken. They are taken
 in batches, one conditional UPDATE per batch (:mod:`.takeover`); what a batch
 cannot take (no claim row yet, or a race on SQLite) is taken one run at a
@@ -19,7 +25,9 @@ never released on failure.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
@@ -35,6 +43,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("weft_django.reclaim")
 
 MAX_ATTEMPTS = 5
+
+#: Seconds between an engine's full sweeps of the started runs (see above).
+FULL_SWEEP_INTERVAL = 600.0
 
 
 def reclaim_scan(
@@ -69,20 +80,66 @@ def reclaim_scan(
                     claims, holder_id, cutoff, names, now, after=cursor, limit=limit
                 )
                 scan.finish(batch, taken_over=True)
-        for status in takeover.STARTED:
-            after: str | None = sweep.get(status, "")
-            while after is not None and not claims.disposing and not clock.spent():
-                free, no_row, after = takeover.ownerless_page(
-                    names, status, after=after, limit=limit, using=claims.using
-                )
-                batch = takeover.take_ownerless(claims, free, names, now)
-                batch.fallback += no_row
-                scan.finish(batch, taken_over=False)
-            # Where this pass stopped (None: the sweep ended; the next starts over).
-            sweep[status] = after or ""
+        if _full_sweep_due(claims, sweep):
+            _sweep_started(claims, names, now, scan, sweep, clock, limit)
+        else:
+            _sweep_released(claims, names, now, scan, sweep, clock, limit)
     except DatabaseError as exc:
         logger.warning("reclaim pass stopped early: %s", exc)
     return result.done()
+
+
+def _full_sweep_due(claims: ClaimRegistry, sweep: dict[str, str]) -> bool:
+    if not scans.partial_indexes(claims.using):
+        return True
+    if any(sweep.get(status) for status in takeover.STARTED):
+        return True  # a full sweep is under way: carry on
+    last = takeover.FULL_SWEPT.get(claims)
+    return last is None or time.monotonic() - last >= FULL_SWEEP_INTERVAL
+
+
+def _sweep_started(
+    claims: ClaimRegistry,
+    names: list[str],
+    now: datetime,
+    scan: _Scan,
+    sweep: dict[str, str],
+    clock: takeover.Budget,
+    limit: int,
+) -> None:
+    """The full sweep: every started run, by status, in pages."""
+    ended = True
+    for status in takeover.STARTED:
+        after: str | None = sweep.get(status, "")
+        while after is not None and not claims.disposing and not clock.spent():
+            free, no_row, after = takeover.ownerless_page(
+                names, status, after=after, limit=limit, using=claims.using
+            )
+            batch = takeover.take_ownerless(claims, free, names, now)
+            batch.fallback += no_row
+            scan.finish(batch, taken_over=False)
+        # Where this pass stopped (None: the sweep ended; the next starts over).
+        sweep[status] = after or ""
+        ended = ended and after is None
+    if ended:
+        takeover.FULL_SWEPT[claims] = time.monotonic()
+
+
+def _sweep_released(
+    claims: ClaimRegistry,
+    names: list[str],
+    now: datetime,
+    scan: _Scan,
+    sweep: dict[str, str],
+    clock: takeover.Budget,
+    limit: int,
+) -> None:
+    """The claims let go of before their run ended, in pages."""
+    after: str | None = sweep.get("released", "")
+    while after is not None and not claims.disposing and not clock.spent():
+        free, after = takeover.released_page(names, after=after, limit=limit, using=claims.using)
+        scan.finish(takeover.take_ownerless(claims, free, names, now), taken_over=False)
+    sweep["released"] = after or ""
 
 
 class _Scan:

@@ -46,7 +46,7 @@ def revoke_statement(using: str, workflow_id: str) -> int:
                         revocations=F("revocations") + 1
                     )
                 moved = claims.filter(workflow_id=workflow_id, holder_id=holder).update(
-                    epoch=F("epoch") + 1, holder_id=None, claimed_at=None
+                    epoch=F("epoch") + 1, holder_id=None, claimed_at=None, released_at=None
                 )
                 if moved != 1:
                     raise _Changed

@@ -11,9 +11,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import connections
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from ..models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun, db_for
+
+
+def partial_indexes(using: str) -> bool:
+    """Whether ``using`` has the partial indexes the polls and the ownerless
+    sweep start from (PostgreSQL, SQLite; not MySQL/MariaDB)."""
+    return bool(connections[using].features.supports_partial_indexes)
 
 
 def has_holder() -> Exists:

@@ -17,12 +17,12 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.fields.json import KT, KeyTextTransform
 
 from ..models import Claim, RunStatus, WorkflowRun, WorkflowSignal, db_for
 from .outcomes import Outcome, PassResult
+from .scans import partial_indexes
 
 logger = logging.getLogger("weft_django.signal_poll")
 
@@ -53,12 +53,6 @@ def _buffered_for_waiters(using: str) -> QuerySet[WorkflowSignal]:
     )
 
 
-def indexed_by_buffered(using: str) -> bool:
-    """Whether the buffered signals and pending update requests have their
-    partial indexes here, so the polls can start from them."""
-    return bool(connections[using].features.supports_partial_indexes)
-
-
 def held_with_buffered_signal(
     holder_id: str | None,
     names: Collection[str],
@@ -72,7 +66,7 @@ def held_with_buffered_signal(
     in id order. ``held()`` lists the held runs, for a database without
     partial indexes, which probes them in chunks of ``chunk``."""
     using = db_for(using)
-    if not indexed_by_buffered(using):
+    if not partial_indexes(using):
         found: list[str] = []
         run_ids = held()
         for index in range(0, len(run_ids), chunk):
@@ -97,7 +91,7 @@ def signal_stranded(
     """Store-wide: (run id, workflow name) of runs of ``names`` that wait on a signal
     which is buffered, whoever holds them (the Celery signal poll pass)."""
     using = db_for(using)
-    if indexed_by_buffered(using):
+    if partial_indexes(using):
         signals = _buffered_for_waiters(using).filter(run__workflow_name__in=list(names))
         rows = signals.order_by("run_id").values_list("run_id", "run__workflow_name").distinct()
         return list(rows[:limit])

@@ -16,12 +16,15 @@ renew intervals:
   active runs of registered types are taken; (d) move exactly those rows in
   one conditional UPDATE (``holder = H``), epoch + 1, whose row count must
   equal the rows locked, else the whole transaction rolls back.
-* **Ownerless** started runs (e.g. after a graceful shutdown): a page of
-  started runs in id order after a keyset cursor (the ``(status, id)`` index,
-  each with its claim's holder); then one transaction locks the claim rows of
-  that page that still have no holder (``SKIP LOCKED``), re-reads their runs
-  under those locks, and moves them in one conditional UPDATE
-  (``holder IS NULL``), epoch + 1, row count checked the same way.
+* **Ownerless** started runs (e.g. after a graceful shutdown): a page of the
+  claims let go of before their run ended (``released_at``, a partial index,
+  in id order after a keyset cursor) and their runs by key; or, in the full
+  sweep (:mod:`.reclaim`), a page of all started runs in id order (the
+  ``(status, id)`` index, each with its claim's holder). Then one transaction
+  locks the claim rows of that page that still have no holder
+  (``SKIP LOCKED``), re-reads their runs under those locks, and moves them in
+  one conditional UPDATE (``holder IS NULL``), epoch + 1, row count checked
+  the same way.
 
 Every query is a one-table scan of an index in key order, or lookups by
 primary key: no join whose plan depends on the table's statistics, so a
@@ -271,6 +274,45 @@ def ownerless_page(
     return free, no_row, page[-1][0] if len(page) == limit else None
 
 
+def released_page_query(*, after: str, using: str) -> QuerySet[Any, Any]:
+    """The ids of claims let go of before their run ended, after the keyset
+    cursor, in id order (``weft_claim_released_idx``)."""
+    return (
+        Claim.objects.using(using)
+        .filter(holder__isnull=True, released_at__isnull=False, workflow_id__gt=after)
+        .order_by("workflow_id")
+        .values_list("workflow_id", flat=True)
+    )
+
+
+def released_page(
+    names: Collection[str], *, after: str = "", limit: int = BATCH, using: str
+) -> tuple[list[str], str | None]:
+    """A page of the claims let go of before their run ended (``released_at``,
+    off its partial index, in id order after the keyset cursor), then their runs
+    by primary key: (the ids of started runs of ``names`` among them, the
+    cursor for the next page). Claims whose run has ended or is gone are
+    unstamped here, so they leave the index."""
+    page = list(released_page_query(after=after, using=using)[:limit])
+    runs = {
+        run_id: (status, name)
+        for run_id, status, name in WorkflowRun.objects.using(using)
+        .filter(pk__in=page)
+        .values_list("pk", "status", "workflow_name")
+    }
+    free = [
+        run_id
+        for run_id in page
+        if run_id in runs and runs[run_id][0] in STARTED and runs[run_id][1] in names
+    ]
+    ended = [run_id for run_id in page if runs.get(run_id, ("",))[0] not in ACTIVE_STATUSES]
+    if ended:
+        Claim.objects.using(using).filter(workflow_id__in=ended, holder__isnull=True).update(
+            released_at=None
+        )
+    return free, page[-1] if len(page) == limit else None
+
+
 def take_ownerless(
     claims: ClaimRegistry, run_ids: list[str], names: Collection[str], now: datetime
 ) -> Batch:
@@ -341,3 +383,5 @@ class Budget:
 #: Per engine: where its sweep over ownerless runs stopped (status -> cursor),
 #: so a pass that ran out of time carries on where the last one stopped.
 SWEEPS: weakref.WeakKeyDictionary[ClaimRegistry, dict[str, str]] = weakref.WeakKeyDictionary()
+#: Per engine: when (monotonic) its last full sweep of the started runs ended.
+FULL_SWEPT: weakref.WeakKeyDictionary[ClaimRegistry, float] = weakref.WeakKeyDictionary()

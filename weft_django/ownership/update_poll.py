@@ -22,7 +22,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from ..models import Claim, RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, db_for
 from .outcomes import Outcome, PassResult
-from .signal_poll import indexed_by_buffered
+from .scans import partial_indexes
 
 logger = logging.getLogger("weft_django.update_poll")
 
@@ -58,7 +58,7 @@ def held_with_pending_updates(
     order. ``held()`` lists the held runs, for a database without partial
     indexes, which probes them in chunks of ``chunk``."""
     using = db_for(using)
-    if not indexed_by_buffered(using):
+    if not partial_indexes(using):
         found: set[str] = set()
         run_ids = held()
         for ids in _chunks(run_ids, chunk):
@@ -92,7 +92,7 @@ def update_stranded(
     """Store-wide: (run id, workflow name) of started runs of ``names`` with at least
     one pending update request, whoever holds them (the Celery update poll pass)."""
     using = db_for(using)
-    if indexed_by_buffered(using):
+    if partial_indexes(using):
         pending = _pending(using).filter(
             run__status__in=(RunStatus.RUNNING, RunStatus.WAITING),
             run__workflow_name__in=list(names),

@@ -103,7 +103,7 @@ class WorkflowLeaseOwnership(Ownership):
         )
 
     def release_in_commit(self, run_id: str, epoch: int) -> None:
-        release_statement(self.using, run_id, self.engine_id, epoch)
+        release_statement(self.using, run_id, self.engine_id, epoch, ended=True)
 
     # -- selection ------------------------------------------------------------------
 
