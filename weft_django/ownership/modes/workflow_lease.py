@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cached_property
 from typing import Any
+
+from django.db import connections
 
 from ...conf import Timing, WeftSettings
 from .. import scans
 from ..claims import release_statement
 from ..fence import fenced, fenced_finish, fenced_insert, fenced_park
+from ..group_park import GroupPark, ParkRequest
 from ..intake import claim_ready
 from ..outcomes import PassResult
 from ..reclaim import reclaim_scan
@@ -92,7 +96,25 @@ class WorkflowLeaseOwnership(Ownership):
             self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
         )
 
+    @cached_property
+    def parks(self) -> GroupPark | None:
+        """The group commit of this engine's parks (PostgreSQL), else None."""
+        if connections[self.using].vendor != "postgresql":
+            return None
+        return GroupPark(self.using, self.engine_id)
+
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+        stamp = values.get("stamp")
+        if stamp is not None and self.parks is not None:
+            request = ParkRequest(
+                run_id,
+                epoch,
+                rows=values["rows"],
+                waiting_on_json=values["waiting_on_json"],
+                wake_at=values["wake_at"],
+                hint_seen=values.get("hint_seen"),
+            )
+            return self.parks.park(request, stamp=stamp)
         return fenced_park(
             self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
         )

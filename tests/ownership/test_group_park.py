@@ -1,0 +1,145 @@
+"""Group commit of parks: concurrent turns' parks in one fenced statement, each run
+still fenced by its own claim and epoch."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import DatabaseError
+
+from weft_django.models import Claim, WorkflowEvent, WorkflowRun
+from weft_django.ownership import group_park
+from weft_django.ownership.clock import db_now
+from weft_django.ownership.group_park import GroupPark, ParkRequest, fenced_park_many
+
+from ..factories import EngineFactory, WorkflowRunFactory
+
+WAITING_ON = json.dumps({"kind": "signal", "name": "go"})
+
+
+def _request(run_id: str, epoch: int = 1, **values: Any) -> ParkRequest:
+    values.setdefault("rows", [])
+    values.setdefault("waiting_on_json", WAITING_ON)
+    values.setdefault("wake_at", None)
+    return ParkRequest(run_id, epoch, **values)
+
+
+def _event(run_id: str, seq: int, engine_id: str) -> tuple[Any, ...]:
+    return (run_id, seq, "step", "s", json.dumps(seq), None, engine_id, 1, db_now())
+
+
+@pytest.mark.postgres
+def test_each_run_of_a_group_is_parked_only_under_its_own_claim(db: None) -> None:
+    mine, other = EngineFactory(), EngineFactory()
+    hint = db_now() - timedelta(seconds=1)
+    for run_id in ("held", "hinted", "rehinted"):
+        WorkflowRunFactory(id=run_id, running=True, claim=mine)
+    WorkflowRunFactory(id="old-epoch", running=True, claim=mine)
+    WorkflowRunFactory(id="others", running=True, claim=other)
+    WorkflowRun.objects.filter(pk__in=["hinted", "rehinted"]).update(wake_hint_at=hint)
+    epochs = dict(Claim.objects.values_list("workflow_id", "epoch"))
+    requests = [
+        _request("held", epochs["held"], rows=[_event("held", 1, mine.id)], wake_at=hint),
+        _request("hinted", epochs["hinted"], hint_seen=hint),
+        # A hint left during the turn (newer than the one it answered) survives.
+        _request("rehinted", epochs["rehinted"], hint_seen=hint - timedelta(seconds=1)),
+        _request("old-epoch", epochs["old-epoch"] - 1, rows=[_event("old-epoch", 1, mine.id)]),
+        _request("others", epochs["others"], rows=[_event("others", 1, mine.id)]),
+    ]
+
+    parked = fenced_park_many(
+        "default", engine_id=mine.id, requests=requests, stamp="clock_timestamp()"
+    )
+
+    assert parked == {"held", "hinted", "rehinted"}
+    runs = {run.pk: run for run in WorkflowRun.objects.all()}
+    assert {pk for pk, run in runs.items() if run.status == "waiting"} == parked
+    assert runs["held"].waiting_on == {"kind": "signal", "name": "go"}
+    assert runs["held"].wake_at == hint
+    assert runs["hinted"].wake_hint_at is None
+    assert runs["rehinted"].wake_hint_at == hint
+    assert list(WorkflowEvent.objects.values_list("run_id", flat=True)) == ["held"]
+
+
+class FakeWrites:
+    """Stands in for the group statement: slow enough that parks pile up."""
+
+    def __init__(self, *, deposed: set[str] = frozenset(), failing: str = "") -> None:  # type: ignore[assignment]
+        self.deposed = deposed
+        self.failing = failing
+        self.groups: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, using: str, *, engine_id: str, requests: list[ParkRequest], stamp: str):
+        ids = [request.workflow_id for request in requests]
+        with self.lock:
+            self.groups.append(ids)
+        time.sleep(0.002)
+        if self.failing in ids:
+            raise DatabaseError("the group statement failed")
+        return {run_id for run_id in ids if run_id not in self.deposed}
+
+
+def _park_from_threads(parks: GroupPark, ids: list[list[str]]) -> dict[str, Any]:
+    outcomes: dict[str, Any] = {}
+
+    def turns(mine: list[str]) -> None:
+        for run_id in mine:
+            try:
+                outcomes[run_id] = parks.park(_request(run_id), stamp="clock_timestamp()")
+            except DatabaseError as exc:
+                outcomes[run_id] = exc
+
+    threads = [threading.Thread(target=turns, args=(mine,)) for mine in ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "a park never returned"
+    return outcomes
+
+
+def test_concurrent_parks_are_grouped_and_each_gets_its_own_outcome(monkeypatch) -> None:
+    writes = FakeWrites(deposed={"t3-7", "t9-0"})
+    monkeypatch.setattr(group_park, "fenced_park_many", writes)
+    parks = GroupPark("default", "engine-1", max_group=8)
+    ids = [[f"t{t}-{n}" for n in range(40)] for t in range(16)]
+
+    outcomes = _park_from_threads(parks, ids)
+
+    everything = [run_id for mine in ids for run_id in mine]
+    assert outcomes == {run_id: run_id not in {"t3-7", "t9-0"} for run_id in everything}
+    written = [run_id for group in writes.groups for run_id in group]
+    assert sorted(written) == sorted(everything)  # each park written once
+    assert max(len(group) for group in writes.groups) <= 8
+    assert len(writes.groups) < len(everything) / 2  # grouped while one was written
+    assert (parks.groups, parks.parks) == (len(writes.groups), len(everything))
+
+
+def test_a_park_alone_is_written_at_once(monkeypatch) -> None:
+    writes = FakeWrites()
+    monkeypatch.setattr(group_park, "fenced_park_many", writes)
+    parks = GroupPark("default", "engine-1")
+    assert parks.park(_request("solo"), stamp="clock_timestamp()") is True
+    assert parks.park(_request("solo-2"), stamp="clock_timestamp()") is True
+    assert writes.groups == [["solo"], ["solo-2"]]
+
+
+def test_a_failed_group_fails_each_of_its_parks_and_no_other(monkeypatch) -> None:
+    writes = FakeWrites(failing="t0-5")
+    monkeypatch.setattr(group_park, "fenced_park_many", writes)
+    parks = GroupPark("default", "engine-1", max_group=4)
+
+    outcomes = _park_from_threads(parks, [[f"t{t}-{n}" for n in range(10)] for t in range(6)])
+
+    failed_group = next(group for group in writes.groups if "t0-5" in group)
+    failed = {run_id for run_id, outcome in outcomes.items() if outcome is not True}
+    assert failed == set(failed_group)
+    assert all(isinstance(outcomes[run_id], DatabaseError) for run_id in failed)
+    # The next park still goes through: the failure handed the lead on.
+    assert parks.park(_request("after"), stamp="clock_timestamp()") is True
