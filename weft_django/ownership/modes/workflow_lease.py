@@ -19,8 +19,9 @@ from django.db import connections
 from ...conf import Timing, WeftSettings
 from .. import scans
 from ..claims import release_statement
+from ..clock import NOW_SQL
 from ..fence import fenced, fenced_finish, fenced_insert, fenced_park
-from ..group_park import GroupPark, ParkRequest
+from ..group_commit import FencedWrite, GroupCommit
 from ..intake import claim_ready
 from ..outcomes import PassResult
 from ..reclaim import reclaim_scan
@@ -75,6 +76,13 @@ class WorkflowLeaseOwnership(Ownership):
         with fenced(run_id, engine_id=self.engine_id, epoch=epoch, using=self.using):
             yield
 
+    @cached_property
+    def group(self) -> GroupCommit | None:
+        """The group commit of this engine's checkpoints and parks (PostgreSQL)."""
+        if connections[self.using].vendor != "postgresql":
+            return None
+        return GroupCommit(self.using, self.engine_id)
+
     def insert_fenced(
         self,
         run_id: str,
@@ -82,6 +90,12 @@ class WorkflowLeaseOwnership(Ownership):
         rows: list[tuple[Any, ...]],
         mark_running: tuple[str, datetime | None] | None,
     ) -> bool | None:
+        if self.group is not None:
+            stamp, wake_at = mark_running or (NOW_SQL["postgresql"], None)
+            request = FencedWrite(
+                run_id, epoch, rows, wake_at=wake_at, mark_running=mark_running is not None
+            )
+            return self.group.write(request, stamp=stamp)
         return fenced_insert(
             self.using,
             workflow_id=run_id,
@@ -96,25 +110,18 @@ class WorkflowLeaseOwnership(Ownership):
             self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
         )
 
-    @cached_property
-    def parks(self) -> GroupPark | None:
-        """The group commit of this engine's parks (PostgreSQL), else None."""
-        if connections[self.using].vendor != "postgresql":
-            return None
-        return GroupPark(self.using, self.engine_id)
-
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         stamp = values.get("stamp")
-        if stamp is not None and self.parks is not None:
-            request = ParkRequest(
+        if stamp is not None and self.group is not None:
+            request = FencedWrite(
                 run_id,
                 epoch,
-                rows=values["rows"],
+                values["rows"],
                 waiting_on_json=values["waiting_on_json"],
                 wake_at=values["wake_at"],
                 hint_seen=values.get("hint_seen"),
             )
-            return self.parks.park(request, stamp=stamp)
+            return self.group.write(request, stamp=stamp)
         return fenced_park(
             self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
         )

@@ -1,5 +1,5 @@
-"""Group commit of parks: concurrent turns' parks in one fenced statement, each run
-still fenced by its own claim and epoch."""
+"""Group commit: concurrent turns' checkpoints and parks in one fenced statement,
+each run still fenced by its own claim and epoch."""
 
 from __future__ import annotations
 
@@ -13,20 +13,20 @@ import pytest
 from django.db import DatabaseError
 
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
-from weft_django.ownership import group_park
+from weft_django.ownership import group_commit
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.group_park import GroupPark, ParkRequest, fenced_park_many
+from weft_django.ownership.group_commit import FencedWrite, GroupCommit, fenced_write_many
 
 from ..factories import EngineFactory, WorkflowRunFactory
 
 WAITING_ON = json.dumps({"kind": "signal", "name": "go"})
 
 
-def _request(run_id: str, epoch: int = 1, **values: Any) -> ParkRequest:
+def _request(run_id: str, epoch: int = 1, **values: Any) -> FencedWrite:
+    """A park, unless ``waiting_on_json=None`` (a checkpoint)."""
     values.setdefault("rows", [])
     values.setdefault("waiting_on_json", WAITING_ON)
-    values.setdefault("wake_at", None)
-    return ParkRequest(run_id, epoch, **values)
+    return FencedWrite(run_id, epoch, **values)
 
 
 def _event(run_id: str, seq: int, engine_id: str) -> tuple[Any, ...]:
@@ -52,7 +52,7 @@ def test_each_run_of_a_group_is_parked_only_under_its_own_claim(db: None) -> Non
         _request("others", epochs["others"], rows=[_event("others", 1, mine.id)]),
     ]
 
-    parked = fenced_park_many(
+    parked = fenced_write_many(
         "default", engine_id=mine.id, requests=requests, stamp="clock_timestamp()"
     )
 
@@ -66,6 +66,54 @@ def test_each_run_of_a_group_is_parked_only_under_its_own_claim(db: None) -> Non
     assert list(WorkflowEvent.objects.values_list("run_id", flat=True)) == ["held"]
 
 
+@pytest.mark.postgres
+def test_checkpoints_and_parks_share_a_group(db: None) -> None:
+    mine = EngineFactory()
+    WorkflowRunFactory(id="parks", running=True, claim=mine)
+    WorkflowRunFactory(id="steps", running=True, claim=mine)
+    WorkflowRunFactory(id="starts", claim=mine)  # pending: its first checkpoint marks it running
+    WorkflowRunFactory(id="deposed", claim=mine)
+    deadline = db_now() + timedelta(minutes=5)
+    epochs = dict(Claim.objects.values_list("workflow_id", "epoch"))
+    requests = [
+        _request("parks", epochs["parks"], rows=[_event("parks", 1, mine.id)]),
+        _request(
+            "steps", epochs["steps"], waiting_on_json=None, rows=[_event("steps", 1, mine.id)]
+        ),
+        _request(
+            "starts",
+            epochs["starts"],
+            waiting_on_json=None,
+            rows=[_event("starts", 0, mine.id), _event("starts", 1, mine.id)],
+            wake_at=deadline,
+            mark_running=True,
+        ),
+        _request(
+            "deposed",
+            epochs["deposed"] + 1,
+            waiting_on_json=None,
+            rows=[_event("deposed", 0, mine.id)],
+            mark_running=True,
+        ),
+    ]
+
+    written = fenced_write_many(
+        "default", engine_id=mine.id, requests=requests, stamp="clock_timestamp()"
+    )
+
+    assert written == {"parks", "steps", "starts"}
+    runs = {run.pk: run for run in WorkflowRun.objects.all()}
+    assert {pk: run.status for pk, run in runs.items()} == {
+        "parks": "waiting",
+        "steps": "running",
+        "starts": "running",
+        "deposed": "pending",
+    }
+    assert runs["starts"].wake_at == deadline and runs["starts"].started_at is not None
+    events = sorted(WorkflowEvent.objects.values_list("run_id", "seq"))
+    assert events == [("parks", 1), ("starts", 0), ("starts", 1), ("steps", 1)]
+
+
 class FakeWrites:
     """Stands in for the group statement: slow enough that parks pile up."""
 
@@ -75,7 +123,7 @@ class FakeWrites:
         self.groups: list[list[str]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, using: str, *, engine_id: str, requests: list[ParkRequest], stamp: str):
+    def __call__(self, using: str, *, engine_id: str, requests: list[FencedWrite], stamp: str):
         ids = [request.workflow_id for request in requests]
         with self.lock:
             self.groups.append(ids)
@@ -85,13 +133,13 @@ class FakeWrites:
         return {run_id for run_id in ids if run_id not in self.deposed}
 
 
-def _park_from_threads(parks: GroupPark, ids: list[list[str]]) -> dict[str, Any]:
+def _park_from_threads(parks: GroupCommit, ids: list[list[str]]) -> dict[str, Any]:
     outcomes: dict[str, Any] = {}
 
     def turns(mine: list[str]) -> None:
         for run_id in mine:
             try:
-                outcomes[run_id] = parks.park(_request(run_id), stamp="clock_timestamp()")
+                outcomes[run_id] = parks.write(_request(run_id), stamp="clock_timestamp()")
             except DatabaseError as exc:
                 outcomes[run_id] = exc
 
@@ -106,8 +154,8 @@ def _park_from_threads(parks: GroupPark, ids: list[list[str]]) -> dict[str, Any]
 
 def test_concurrent_parks_are_grouped_and_each_gets_its_own_outcome(monkeypatch) -> None:
     writes = FakeWrites(deposed={"t3-7", "t9-0"})
-    monkeypatch.setattr(group_park, "fenced_park_many", writes)
-    parks = GroupPark("default", "engine-1", max_group=8)
+    monkeypatch.setattr(group_commit, "fenced_write_many", writes)
+    parks = GroupCommit("default", "engine-1", max_group=8)
     ids = [[f"t{t}-{n}" for n in range(40)] for t in range(16)]
 
     outcomes = _park_from_threads(parks, ids)
@@ -118,22 +166,22 @@ def test_concurrent_parks_are_grouped_and_each_gets_its_own_outcome(monkeypatch)
     assert sorted(written) == sorted(everything)  # each park written once
     assert max(len(group) for group in writes.groups) <= 8
     assert len(writes.groups) < len(everything) / 2  # grouped while one was written
-    assert (parks.groups, parks.parks) == (len(writes.groups), len(everything))
+    assert (parks.groups, parks.writes) == (len(writes.groups), len(everything))
 
 
 def test_a_park_alone_is_written_at_once(monkeypatch) -> None:
     writes = FakeWrites()
-    monkeypatch.setattr(group_park, "fenced_park_many", writes)
-    parks = GroupPark("default", "engine-1")
-    assert parks.park(_request("solo"), stamp="clock_timestamp()") is True
-    assert parks.park(_request("solo-2"), stamp="clock_timestamp()") is True
+    monkeypatch.setattr(group_commit, "fenced_write_many", writes)
+    parks = GroupCommit("default", "engine-1")
+    assert parks.write(_request("solo"), stamp="clock_timestamp()") is True
+    assert parks.write(_request("solo-2"), stamp="clock_timestamp()") is True
     assert writes.groups == [["solo"], ["solo-2"]]
 
 
 def test_a_failed_group_fails_each_of_its_parks_and_no_other(monkeypatch) -> None:
     writes = FakeWrites(failing="t0-5")
-    monkeypatch.setattr(group_park, "fenced_park_many", writes)
-    parks = GroupPark("default", "engine-1", max_group=4)
+    monkeypatch.setattr(group_commit, "fenced_write_many", writes)
+    parks = GroupCommit("default", "engine-1", max_group=4)
 
     outcomes = _park_from_threads(parks, [[f"t{t}-{n}" for n in range(10)] for t in range(6)])
 
@@ -142,4 +190,4 @@ def test_a_failed_group_fails_each_of_its_parks_and_no_other(monkeypatch) -> Non
     assert failed == set(failed_group)
     assert all(isinstance(outcomes[run_id], DatabaseError) for run_id in failed)
     # The next park still goes through: the failure handed the lead on.
-    assert parks.park(_request("after"), stamp="clock_timestamp()") is True
+    assert parks.write(_request("after"), stamp="clock_timestamp()") is True
