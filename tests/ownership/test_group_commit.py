@@ -191,3 +191,24 @@ def test_a_failed_group_fails_each_of_its_parks_and_no_other(monkeypatch) -> Non
     assert all(isinstance(outcomes[run_id], DatabaseError) for run_id in failed)
     # The next park still goes through: the failure handed the lead on.
     assert parks.write(_request("after"), stamp="clock_timestamp()") is True
+
+
+def test_one_group_is_written_at_a_time(monkeypatch) -> None:
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def writes(using: str, *, engine_id: str, requests: list[FencedWrite], stamp: str):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.005)
+        with lock:
+            active[0] -= 1
+        return {request.workflow_id for request in requests}
+
+    monkeypatch.setattr(group_commit, "fenced_write_many", writes)
+    parks = GroupCommit("default", "engine-1")
+    ids = [[f"t{t}-{n}" for n in range(20)] for t in range(8)]
+    outcomes = _park_from_threads(parks, ids)
+    assert outcomes == {run_id: True for mine in ids for run_id in mine}
+    assert most[0] == 1
