@@ -5,8 +5,8 @@ benchmark's subject, not these). The takeover and memory benchmarks only
 need a worker *holding* that many parked runs, so they let a worker park one
 ``orders.cart`` run for real (a cart waits for its ``checkout`` signal), then
 copy its run row and events under new ids with ``generate_series``
-(PostgreSQL), leaving the copies' claims without a holder, exactly as a
-graceful shutdown leaves them. A worker's reclaim scan then takes and holds
+(PostgreSQL), leaving the copies' claims without a holder and stamped
+``released_at``, exactly as a graceful shutdown leaves them. A worker's reclaim scan then takes and holds
 them, as it would after that shutdown. The copies are parked runs like any
 other: a ``checkout`` signal completes them.
 """
@@ -32,7 +32,7 @@ def park_template(weft: Any, customer: str = "template") -> str:
 
 def clone_parked(template: str, prefix: str, first: int, count: int) -> float:
     """Copies ``first`` .. ``first + count - 1`` of ``template`` (ids
-    ``<prefix>-<n>``), their claims without a holder at epoch 1; seconds taken."""
+    ``<prefix>-<n>``), their claims without a holder at epoch 1, released; seconds taken."""
     from django.db import connection, transaction
 
     from weft_django.models import Claim, WorkflowEvent, WorkflowRun
@@ -56,8 +56,8 @@ def clone_parked(template: str, prefix: str, first: int, count: int) -> float:
         cursor.execute(copy(WorkflowEvent, "run_id"), [prefix, first, last, template])
         cursor.execute(
             f"INSERT INTO {quote(Claim._meta.db_table)} "
-            "(workflow_id, epoch, holder_id, claimed_at) "
-            f"SELECT {new_id}, 1, NULL, NULL FROM generate_series(%s, %s) g",
+            "(workflow_id, epoch, holder_id, claimed_at, released_at) "
+            f"SELECT {new_id}, 1, NULL, NULL, clock_timestamp() FROM generate_series(%s, %s) g",
             [prefix, first, last],
         )
     return time.monotonic() - began
