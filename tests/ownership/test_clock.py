@@ -42,6 +42,15 @@ def test_a_steady_clock_reads_once_per_max_age_and_counts_forward_between() -> N
     assert clock() == T0 + timedelta(seconds=5) and fake.reads == 2
 
 
+def test_a_seeded_steady_clock_counts_forward_from_the_seed_without_a_read() -> None:
+    fake = FakeTime()
+    seed = (T0 - timedelta(seconds=3), fake.mono - 0.5)  # read 0.5 s ago (a turn's prefetch)
+    clock = SteadyClock(fake.read, float("inf"), monotonic=fake.monotonic, seed=seed)
+    assert clock() == T0 - timedelta(seconds=2.5) and fake.reads == 0
+    fake.mono += 3600  # no max age: never read again
+    assert clock() == T0 + timedelta(seconds=3597.5) and fake.reads == 0
+
+
 def test_a_steady_clock_reads_again_when_the_monotonic_clock_goes_back() -> None:
     fake = FakeTime()
     clock = SteadyClock(fake.read, 1.0, monotonic=fake.monotonic)

@@ -55,11 +55,13 @@ class SteadyClock:
         max_age: float,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        seed: tuple[datetime, float] | None = None,
     ) -> None:
+        """``seed``: a reading already made, (clock read, ``monotonic()`` then)."""
         self._read = read
         self.max_age = max_age
         self._monotonic = monotonic
-        self._last: tuple[datetime, float] | None = None  # (clock read, monotonic then)
+        self._last: tuple[datetime, float] | None = seed  # (clock read, monotonic then)
 
     def __call__(self) -> datetime:
         now = self._monotonic()

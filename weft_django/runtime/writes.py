@@ -10,11 +10,11 @@ asks for.
 
 from __future__ import annotations
 
+import math
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from django.db import DatabaseError
@@ -25,6 +25,7 @@ from django.utils import timezone
 from ..conf import WeftSettings
 from ..exceptions import EngineDeposedError
 from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
+from ..ownership.clock import SteadyClock
 from ..ownership.modes import Ownership
 from .payload import dumps
 from .port import Abandon, Event
@@ -68,8 +69,8 @@ class RunWrites:
         self.epoch = epoch
         #: The wake hint this turn answers (read with the run): cleared by its park.
         self.hint_seen: datetime | None = run.get("wake_hint_at")
-        #: (database clock, monotonic clock) when the clock was last read.
-        self._clock: tuple[datetime, float] | None = run.get(CLOCK_READ)
+        #: The database clock, read once per turn (or with the prefetched row).
+        self._clock = SteadyClock(host.now, math.inf, seed=run.get(CLOCK_READ))
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -80,11 +81,7 @@ class RunWrites:
         injected clock or a test time offset (no ``db_stamp``) is read every time."""
         if self.host.db_stamp() is None:
             return self.host.now()
-        if self._clock is None:
-            self._clock = (self.host.now(), time.monotonic())
-            return self._clock[0]
-        base, read_at = self._clock
-        return base + timedelta(seconds=time.monotonic() - read_at)
+        return self._clock()
 
     @contextmanager
     def _fenced(self) -> Iterator[None]:
