@@ -6,9 +6,10 @@ need a worker *holding* that many parked runs, so they let a worker park one
 ``orders.cart`` run for real (a cart waits for its ``checkout`` signal), then
 copy its run row and events under new ids with ``generate_series``
 (PostgreSQL), leaving the copies' claims without a holder and stamped
-``released_at``, exactly as a graceful shutdown leaves them. A worker's reclaim scan then takes and holds
-them, as it would after that shutdown. The copies are parked runs like any
-other: a ``checkout`` signal completes them.
+``released_at``, exactly as a graceful shutdown leaves them. A worker's
+reclaim scan then takes and holds them, as it would after that shutdown.
+The copies are parked runs like any other: a ``checkout`` signal completes
+them.
 """
 
 from __future__ import annotations

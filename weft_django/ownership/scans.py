@@ -8,6 +8,7 @@ a run it could not drive is never selected.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,25 @@ def partial_indexes(using: str) -> bool:
     """Whether ``using`` has the partial indexes the polls and the ownerless
     sweep start from (PostgreSQL, SQLite; not MySQL/MariaDB)."""
     return bool(connections[using].features.supports_partial_indexes)
+
+
+def chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    """``items`` in lists of at most ``size``."""
+    for index in range(0, len(items), size):
+        yield items[index : index + size]
+
+
+def of_held_runs(
+    rows: QuerySet[Any], holder_id: str | None, names: Collection[str]
+) -> QuerySet[Any]:
+    """``rows`` (of a table with a ``run`` key) whose run ``holder_id`` holds; when
+    None, whose run is a started run of ``names`` (the global lease holds them all)."""
+    if holder_id is not None:
+        mine = Claim.objects.filter(workflow_id=OuterRef("run_id"), holder_id=holder_id)
+        return rows.filter(Exists(mine))
+    return rows.filter(
+        run__status__in=(RunStatus.RUNNING, RunStatus.WAITING), run__workflow_name__in=list(names)
+    )
 
 
 def has_holder() -> Exists:

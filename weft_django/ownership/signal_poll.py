@@ -20,9 +20,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.fields.json import KT, KeyTextTransform
 
-from ..models import Claim, RunStatus, WorkflowRun, WorkflowSignal, db_for
+from ..models import RunStatus, WorkflowRun, WorkflowSignal, db_for
 from .outcomes import Outcome, PassResult
-from .scans import partial_indexes
+from .scans import chunks, of_held_runs, partial_indexes
 
 logger = logging.getLogger("weft_django.signal_poll")
 
@@ -68,20 +68,11 @@ def held_with_buffered_signal(
     using = db_for(using)
     if not partial_indexes(using):
         found: list[str] = []
-        run_ids = held()
-        for index in range(0, len(run_ids), chunk):
-            found.extend(
-                _signal_waiters(using)
-                .filter(pk__in=run_ids[index : index + chunk], has_signal=True)
-                .values_list("pk", flat=True)
-            )
+        for ids in chunks(held(), chunk):
+            waiters = _signal_waiters(using).filter(pk__in=ids, has_signal=True)
+            found.extend(waiters.values_list("pk", flat=True))
         return found
-    signals = _buffered_for_waiters(using)
-    if holder_id is not None:
-        mine = Claim.objects.filter(workflow_id=OuterRef("run_id"), holder_id=holder_id)
-        signals = signals.filter(Exists(mine))
-    else:
-        signals = signals.filter(run__workflow_name__in=list(names))
+    signals = of_held_runs(_buffered_for_waiters(using), holder_id, names)
     return list(signals.order_by("run_id").values_list("run_id", flat=True).distinct())
 
 

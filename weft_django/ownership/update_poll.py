@@ -14,15 +14,15 @@ through an :class:`UpdatePollTarget`, so it can be tested with fakes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Protocol
 
 from django.db.models import Exists, OuterRef, QuerySet
 
-from ..models import Claim, RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, db_for
+from ..models import RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, db_for
 from .outcomes import Outcome, PassResult
-from .scans import partial_indexes
+from .scans import chunks, of_held_runs, partial_indexes
 
 logger = logging.getLogger("weft_django.update_poll")
 
@@ -60,19 +60,10 @@ def held_with_pending_updates(
     using = db_for(using)
     if not partial_indexes(using):
         found: set[str] = set()
-        run_ids = held()
-        for ids in _chunks(run_ids, chunk):
+        for ids in chunks(held(), chunk):
             found.update(_pending(using).filter(run_id__in=ids).values_list("run_id", flat=True))
         return sorted(found)
-    pending = _pending(using)
-    if holder_id is not None:
-        mine = Claim.objects.filter(workflow_id=OuterRef("run_id"), holder_id=holder_id)
-        pending = pending.filter(Exists(mine))
-    else:
-        pending = pending.filter(
-            run__status__in=(RunStatus.RUNNING, RunStatus.WAITING),
-            run__workflow_name__in=list(names),
-        )
+    pending = of_held_runs(_pending(using), holder_id, names)
     return list(pending.order_by("run_id").values_list("run_id", flat=True).distinct())
 
 
@@ -109,11 +100,6 @@ def update_stranded(
 def has_pending_update(run_id: str, *, using: str | None = None) -> bool:
     """Whether started run ``run_id`` still has a pending request (post-win re-check)."""
     return _started_with_pending(using).filter(pk=run_id).exists()
-
-
-def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
-    for index in range(0, len(items), size):
-        yield items[index : index + size]
 
 
 def update_poll_pass(
