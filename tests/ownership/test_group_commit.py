@@ -15,7 +15,8 @@ from django.db import DatabaseError
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
 from weft_django.ownership import group_commit
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.group_commit import FencedWrite, GroupCommit, fenced_write_many
+from weft_django.ownership.fence import FencedWrite, fenced_write_many
+from weft_django.ownership.group_commit import GroupCommit
 
 from ..factories import EngineFactory, WorkflowRunFactory
 
@@ -52,9 +53,7 @@ def test_each_run_of_a_group_is_parked_only_under_its_own_claim(db: None) -> Non
         _request("others", epochs["others"], rows=[_event("others", 1, mine.id)]),
     ]
 
-    parked = fenced_write_many(
-        "default", engine_id=mine.id, requests=requests, stamp="clock_timestamp()"
-    )
+    parked = fenced_write_many("default", engine_id=mine.id, requests=requests)
 
     assert parked == {"held", "hinted", "rehinted"}
     runs = {run.pk: run for run in WorkflowRun.objects.all()}
@@ -97,9 +96,7 @@ def test_checkpoints_and_parks_share_a_group(db: None) -> None:
         ),
     ]
 
-    written = fenced_write_many(
-        "default", engine_id=mine.id, requests=requests, stamp="clock_timestamp()"
-    )
+    written = fenced_write_many("default", engine_id=mine.id, requests=requests)
 
     assert written == {"parks", "steps", "starts"}
     runs = {run.pk: run for run in WorkflowRun.objects.all()}
@@ -123,7 +120,7 @@ class FakeWrites:
         self.groups: list[list[str]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, using: str, *, engine_id: str, requests: list[FencedWrite], stamp: str):
+    def __call__(self, using: str, *, engine_id: str, requests: list[FencedWrite]):
         ids = [request.workflow_id for request in requests]
         with self.lock:
             self.groups.append(ids)
@@ -139,7 +136,7 @@ def _park_from_threads(parks: GroupCommit, ids: list[list[str]]) -> dict[str, An
     def turns(mine: list[str]) -> None:
         for run_id in mine:
             try:
-                outcomes[run_id] = parks.write(_request(run_id), stamp="clock_timestamp()")
+                outcomes[run_id] = parks.write(_request(run_id))
             except DatabaseError as exc:
                 outcomes[run_id] = exc
 
@@ -173,8 +170,8 @@ def test_a_park_alone_is_written_at_once(monkeypatch) -> None:
     writes = FakeWrites()
     monkeypatch.setattr(group_commit, "fenced_write_many", writes)
     parks = GroupCommit("default", "engine-1")
-    assert parks.write(_request("solo"), stamp="clock_timestamp()") is True
-    assert parks.write(_request("solo-2"), stamp="clock_timestamp()") is True
+    assert parks.write(_request("solo")) is True
+    assert parks.write(_request("solo-2")) is True
     assert writes.groups == [["solo"], ["solo-2"]]
 
 
@@ -190,14 +187,14 @@ def test_a_failed_group_fails_each_of_its_parks_and_no_other(monkeypatch) -> Non
     assert failed == set(failed_group)
     assert all(isinstance(outcomes[run_id], DatabaseError) for run_id in failed)
     # The next park still goes through: the failure handed the lead on.
-    assert parks.write(_request("after"), stamp="clock_timestamp()") is True
+    assert parks.write(_request("after")) is True
 
 
 def test_one_group_is_written_at_a_time(monkeypatch) -> None:
     active, most = [0], [0]
     lock = threading.Lock()
 
-    def writes(using: str, *, engine_id: str, requests: list[FencedWrite], stamp: str):
+    def writes(using: str, *, engine_id: str, requests: list[FencedWrite]):
         with lock:
             active[0] += 1
             most[0] = max(most[0], active[0])
@@ -212,3 +209,25 @@ def test_one_group_is_written_at_a_time(monkeypatch) -> None:
     outcomes = _park_from_threads(parks, ids)
     assert outcomes == {run_id: True for mine in ids for run_id in mine}
     assert most[0] == 1
+
+
+@pytest.mark.postgres
+def test_a_write_stamped_by_an_engine_off_the_database_clock_carries_its_own_time(
+    db: None,
+) -> None:
+    mine = EngineFactory()
+    WorkflowRunFactory(id="offset", claim=mine)  # pending: its park also sets started_at
+    WorkflowRunFactory(id="db-clock", claim=mine)
+    later = db_now() + timedelta(days=2)  # a test driver's advanced clock
+    epochs = dict(Claim.objects.values_list("workflow_id", "epoch"))
+    requests = [
+        _request("offset", epochs["offset"], stamped_at=later),
+        _request("db-clock", epochs["db-clock"]),
+    ]
+    assert fenced_write_many("default", engine_id=mine.id, requests=requests) == {
+        "offset",
+        "db-clock",
+    }
+    runs = {run.pk: run for run in WorkflowRun.objects.all()}
+    assert runs["offset"].updated_at == later and runs["offset"].started_at == later
+    assert runs["db-clock"].updated_at < later

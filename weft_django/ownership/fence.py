@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -130,28 +131,15 @@ def fenced_insert(
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
     params: list[Any] = []
     if connection.vendor == "postgresql":
-        one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
-        params.extend([workflow_id, engine_id, epoch])
-        running = ""
-        if mark_running is not None:
-            stamp, wake_at = mark_running
-            run_table = quote(WorkflowRun._meta.db_table)
-            running = (
-                f", upd AS (UPDATE {run_table} SET status = 'running', "
-                f"started_at = COALESCE(started_at, {stamp}), updated_at = {stamp}, "
-                "waiting_on = NULL, wake_at = %s "
-                "WHERE id = %s AND EXISTS (SELECT 1 FROM fence))"
-            )
-            params.extend([wake_at, workflow_id])
-        for row in rows:
-            params.extend(row)
-        sql = (
-            f"{_pg_fence_cte(connection)}{running} "
-            f"INSERT INTO {event_table} ({columns}) "
-            f"SELECT v.* FROM (VALUES {', '.join([one] * len(rows))}) "
-            f"AS v({columns}) CROSS JOIN fence"
+        request = FencedWrite(
+            workflow_id,
+            epoch,
+            rows,
+            wake_at=None if mark_running is None else mark_running[1],
+            mark_running=mark_running is not None,
         )
-    elif connection.vendor == "sqlite" and mark_running is None:
+        return fenced_write_many(using, engine_id=engine_id, requests=[request]) == {workflow_id}
+    if connection.vendor == "sqlite" and mark_running is None:
         one = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
         params.extend(_adapted(connection, rows))
         params.extend([workflow_id, engine_id, epoch])
@@ -311,50 +299,98 @@ def fenced_finish(
     return released == 1
 
 
-def fenced_park(
-    using: str,
-    *,
-    workflow_id: str,
-    engine_id: str,
-    epoch: int,
-    rows: list[tuple[Any, ...]],
-    waiting_on_json: str,
-    wake_at: datetime | None,
-    stamp: str | None,
-    now: Callable[[], datetime],
-    hint_seen: datetime | None = None,
-) -> bool | None:
-    """Park a run as one statement (PostgreSQL; None elsewhere): prove the claim
-    (``FOR SHARE``, as :func:`fenced_insert`), insert the turn's last events and
-    move the run to ``waiting`` on ``waiting_on_json`` until ``wake_at``, all only
-    if the claim holds. Its wake hint is cleared only if it is still
-    ``hint_seen``, the one the turn answered: a signal that arrived during the
-    turn still wakes the run. Returns True when parked, False when this engine
-    no longer holds the claim at ``epoch``.
+@dataclass
+class FencedWrite:
+    """One turn's fenced write on PostgreSQL: its events (rows in
+    :data:`EVENT_COLUMNS` order, JSON encoded as text), and either its park
+    (``waiting_on_json`` set: the run moves to ``waiting`` until ``wake_at``)
+    or a step checkpoint, which may also move the run to ``running``
+    (``mark_running``, with its execution deadline as ``wake_at``).
+    ``stamped_at``: the time to stamp the run with, for an engine not on the
+    database clock (an injected clock, a test offset); None:
+    ``clock_timestamp()``."""
+
+    workflow_id: str
+    epoch: int
+    rows: list[tuple[Any, ...]]
+    waiting_on_json: str | None = None
+    wake_at: datetime | None = None
+    hint_seen: datetime | None = None
+    mark_running: bool = False
+    stamped_at: datetime | None = None
+
+    @property
+    def parks(self) -> bool:
+        return self.waiting_on_json is not None
+
+
+def fenced_write_many(using: str, *, engine_id: str, requests: list[FencedWrite]) -> set[str]:
+    """Write ``requests`` as one PostgreSQL statement; the ids whose claim held.
+
+    Each run's writes happen only if this engine holds its claim at the
+    request's epoch (the claim rows locked ``FOR SHARE`` to commit, in id
+    order), the same writes as alone: its events; for a park the run moved to
+    ``waiting``, its wake hint cleared only if it is still the one the turn
+    answered; for a checkpoint that marks the run running, the move to
+    ``running``. A single write is this statement with one row in ``v``; the
+    parks and checkpoints of concurrent turns are grouped into one by
+    :class:`~weft_django.ownership.group_commit.GroupCommit`.
     """
     connection = connections[using]
-    if connection.vendor != "postgresql":
-        return None
-    stamp, stamp_params = _pg_stamp(stamp, now)
     quote = connection.ops.quote_name
+    claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
-    parts = [_pg_fence_cte(connection)]
-    params: list[Any] = [workflow_id, engine_id, epoch]
-    _pg_add_events(connection, parts, params, rows, "fence")
-    clear = ""
-    if hint_seen is not None:
-        clear = ", wake_hint_at = CASE WHEN wake_hint_at = %s THEN NULL ELSE wake_hint_at END"
-    parts.append(
-        f"park AS (UPDATE {run_table} SET status = 'waiting', waiting_on = %s::jsonb, "
-        f"wake_at = %s, updated_at = {stamp}, started_at = COALESCE(started_at, {stamp})"
-        f"{clear} WHERE id = %s AND EXISTS (SELECT 1 FROM fence))"
-    )
-    params.extend([waiting_on_json, wake_at, *stamp_params * 2])
-    if hint_seen is not None:
-        params.append(hint_seen)
-    params.append(workflow_id)
-    sql = ", ".join(parts) + " SELECT count(*) FROM fence"
+    params: list[Any] = []
+    values = []
+    for request in requests:
+        values.append(
+            "(%s, %s::bigint, %s, %s::jsonb, %s::timestamptz, %s::timestamptz, %s, %s::timestamptz)"
+        )
+        params += [
+            request.workflow_id,
+            request.epoch,
+            request.parks,
+            request.waiting_on_json,
+            request.wake_at,
+            request.hint_seen,
+            request.mark_running,
+            request.stamped_at,
+        ]
+    parts = [
+        "WITH v (workflow_id, epoch, park, waiting_on, wake_at, hint_seen, running, stamp) AS "
+        f"(VALUES {', '.join(values)})",
+        f"fence AS (SELECT c.workflow_id FROM {claim_table} c JOIN v "
+        "ON v.workflow_id = c.workflow_id AND v.epoch = c.epoch WHERE c.holder_id = %s "
+        "ORDER BY c.workflow_id FOR SHARE OF c)",
+    ]
+    params.append(engine_id)
+    rows = [row for request in requests for row in request.rows]
+    if rows:
+        columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
+        one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
+        parts.append(
+            f"ins AS (INSERT INTO {quote(WorkflowEvent._meta.db_table)} ({columns}) "
+            f"SELECT e.* FROM (VALUES {', '.join([one] * len(rows))}) AS e ({columns}) "
+            "JOIN fence ON fence.workflow_id = e.run_id)"
+        )
+        params += [value for row in rows for value in row]
+    fenced = "FROM v JOIN fence ON fence.workflow_id = v.workflow_id WHERE r.id = v.workflow_id"
+    stamp = "COALESCE(v.stamp, clock_timestamp())"
+    if any(request.parks for request in requests):
+        parts.append(
+            f"park AS (UPDATE {run_table} r SET status = 'waiting', waiting_on = v.waiting_on, "
+            f"wake_at = v.wake_at, updated_at = {stamp}, "
+            f"started_at = COALESCE(r.started_at, {stamp}), "
+            "wake_hint_at = CASE WHEN r.wake_hint_at = v.hint_seen THEN NULL "
+            f"ELSE r.wake_hint_at END {fenced} AND v.park)"
+        )
+    if any(request.mark_running for request in requests):
+        parts.append(
+            f"upd AS (UPDATE {run_table} r SET status = 'running', "
+            f"started_at = COALESCE(r.started_at, {stamp}), updated_at = {stamp}, "
+            f"waiting_on = NULL, wake_at = v.wake_at {fenced} AND v.running)"
+        )
+    sql = ", ".join(parts) + " SELECT workflow_id FROM fence"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        held = cursor.fetchone()[0]
-    return held == 1
+        return {workflow_id for (workflow_id,) in cursor.fetchall()}

@@ -1,7 +1,7 @@
 """The fenced writes of a woken turn, each as one statement (PostgreSQL).
 
 A turn woken by a signal consumes the signal (the wake hint it answers is
-cleared by its park, :func:`~weft_django.ownership.fence.fenced_park`). As a
+cleared by its park, :func:`~weft_django.ownership.fence.fenced_write_many`). As a
 fenced transaction that is six round trips (begin with the locking read of
 the claim, the writes, commit); under load every round trip waits its turn
 at the database, and they all sit between the ``signal()`` and the run's

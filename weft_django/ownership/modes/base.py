@@ -195,7 +195,7 @@ class Ownership(abc.ABC):
 
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         """Parking as one statement (see
-        :func:`~weft_django.ownership.fence.fenced_park`); None: no such form."""
+        :func:`~weft_django.ownership.fence.fenced_write_many`); None: no such form."""
         return None
 
     def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:

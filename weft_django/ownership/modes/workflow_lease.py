@@ -19,9 +19,8 @@ from django.db import connections
 from ...conf import Timing, WeftSettings
 from .. import scans
 from ..claims import release_statement
-from ..clock import NOW_SQL
-from ..fence import fenced, fenced_finish, fenced_insert, fenced_park
-from ..group_commit import FencedWrite, GroupCommit
+from ..fence import FencedWrite, fenced, fenced_finish, fenced_insert
+from ..group_commit import GroupCommit
 from ..intake import claim_ready
 from ..outcomes import PassResult
 from ..reclaim import reclaim_scan
@@ -91,11 +90,11 @@ class WorkflowLeaseOwnership(Ownership):
         mark_running: tuple[str, datetime | None] | None,
     ) -> bool | None:
         if self.group is not None:
-            stamp, wake_at = mark_running or (NOW_SQL["postgresql"], None)
+            wake_at = None if mark_running is None else mark_running[1]
             request = FencedWrite(
                 run_id, epoch, rows, wake_at=wake_at, mark_running=mark_running is not None
             )
-            return self.group.write(request, stamp=stamp)
+            return self.group.write(request)
         return fenced_insert(
             self.using,
             workflow_id=run_id,
@@ -111,20 +110,18 @@ class WorkflowLeaseOwnership(Ownership):
         )
 
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
-        stamp = values.get("stamp")
-        if stamp is not None and self.group is not None:
-            request = FencedWrite(
-                run_id,
-                epoch,
-                values["rows"],
-                waiting_on_json=values["waiting_on_json"],
-                wake_at=values["wake_at"],
-                hint_seen=values.get("hint_seen"),
-            )
-            return self.group.write(request, stamp=stamp)
-        return fenced_park(
-            self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
+        if self.group is None:
+            return None
+        request = FencedWrite(
+            run_id,
+            epoch,
+            values["rows"],
+            waiting_on_json=values["waiting_on_json"],
+            wake_at=values["wake_at"],
+            hint_seen=values.get("hint_seen"),
+            stamped_at=None if values.get("stamp") else values["now"](),
         )
+        return self.group.write(request)
 
     def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
         return fenced_take_signal(
