@@ -106,6 +106,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     options.setdefault("keepalives_count", 3)
     # Shown in pg_stat_activity: which process a backend belongs to.
     options.setdefault("application_name", env.str("DATABASE_APPLICATION_NAME", default="weft"))
+    # Let psycopg prepare a statement a connection has run 5 times (Django
+    # disables this by default for connection poolers). Django's own queries
+    # are bound client-side and never prepared; weft's hot fenced write is
+    # sent bound server-side so PostgreSQL plans it once per connection.
+    options.setdefault("prepare_threshold", 5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     # MySQL's "utf8" is 3-byte UTF-8: ids, names and payloads may hold any
     # character, so connections (and the test database) use utf8mb4.

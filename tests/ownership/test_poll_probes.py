@@ -28,7 +28,7 @@ from ..factories import (
     WorkflowRunFactory,
     WorkflowSignalFactory,
 )
-from ..plans import plan_nodes
+from ..plans import load_held_parked, plan_nodes
 
 HELD = 20_000
 
@@ -104,23 +104,9 @@ def test_the_update_probe_finds_held_runs_with_a_pending_request() -> None:
 
 
 def _load_held_parked(engine_id: str) -> None:
-    """HELD waiting runs held by ``engine_id`` in two INSERT ... SELECT statements
-    (no ANALYZE); three of them with a buffered signal and a pending update."""
-    run = connection.ops.quote_name(WorkflowRun._meta.db_table)
-    claim = connection.ops.quote_name(Claim._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {run} (id, workflow_name, workflow_version, status, args, kwargs, "
-            "parent_id, created_at, updated_at, waiting_on) "
-            "SELECT 'p-' || n, 't.wf', 1, 'waiting', '[]', '{}', '', now(), now(), "
-            """'{"kind": "signal", "name": "go"}' FROM generate_series(0, %s) n""",
-            [HELD - 1],
-        )
-        cursor.execute(
-            f"INSERT INTO {claim} (workflow_id, epoch, holder_id, claimed_at) "
-            "SELECT 'p-' || n, 1, %s, now() FROM generate_series(0, %s) n",
-            [engine_id, HELD - 1],
-        )
+    """HELD waiting runs held by ``engine_id`` (no ANALYZE); three of them with a
+    buffered signal and a pending update."""
+    load_held_parked(engine_id, HELD)
     for n in (17, 4_000, 19_999):
         WorkflowSignalFactory(run_id=f"p-{n}", name="go")
         UpdateRequestFactory(run_id=f"p-{n}")

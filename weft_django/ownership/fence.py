@@ -24,6 +24,7 @@ from django.db.models import F
 
 from ..exceptions import EngineDeposedError
 from ..models import Claim, GlobalLease, UpdateRequest, WorkflowEvent, WorkflowRun, db_for
+from .statements import hot_cursor
 
 # The locking read that proves a fence row, per vendor and row. MySQL/MariaDB
 # lock the claim exclusively: a fenced transaction may release the claim
@@ -293,7 +294,7 @@ def fenced_finish(
         )
         params.extend([*stamp_params, parent_id])
     sql = ", ".join(parts) + " SELECT count(*) FROM rel"
-    with connection.cursor() as cursor:
+    with hot_cursor(connection) as cursor:
         cursor.execute(sql, params)
         released = cursor.fetchone()[0]
     return released == 1
@@ -337,6 +338,19 @@ def fenced_write_many(using: str, *, engine_id: str, requests: list[FencedWrite]
     :class:`~weft_django.ownership.group_commit.GroupCommit`.
     """
     connection = connections[using]
+    sql, params = write_many_statement(connection, engine_id, requests)
+    with hot_cursor(connection) as cursor:
+        cursor.execute(sql, params)
+        return {workflow_id for (workflow_id,) in cursor.fetchall()}
+
+
+def write_many_statement(
+    connection: Any, engine_id: str, requests: list[FencedWrite]
+) -> tuple[str, list[Any]]:
+    """The SQL and parameters of :func:`fenced_write_many`. The text depends only
+    on the number of requests and event rows and on whether any parks or marks
+    its run running, so a connection that prepares statements
+    (:mod:`.statements`) plans each shape once."""
     quote = connection.ops.quote_name
     claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
@@ -390,7 +404,4 @@ def fenced_write_many(using: str, *, engine_id: str, requests: list[FencedWrite]
             f"started_at = COALESCE(r.started_at, {stamp}), updated_at = {stamp}, "
             f"waiting_on = NULL, wake_at = v.wake_at {fenced} AND v.running)"
         )
-    sql = ", ".join(parts) + " SELECT workflow_id FROM fence"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {workflow_id for (workflow_id,) in cursor.fetchall()}
+    return ", ".join(parts) + " SELECT workflow_id FROM fence", params

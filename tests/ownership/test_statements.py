@@ -1,0 +1,191 @@
+"""The engine's hot statements: prepared by PostgreSQL when the connection allows
+it (``OPTIONS["prepare_threshold"]``), Django's ordinary cursor everywhere else,
+fenced alike either way."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from weft_django.models import Claim, WorkflowEvent, WorkflowRun
+from weft_django.ownership.clock import db_now
+from weft_django.ownership.fence import (
+    FencedWrite,
+    fenced_finish,
+    fenced_write_many,
+    write_many_statement,
+)
+from weft_django.ownership.statements import hot_cursor, prepares
+
+from ..factories import EngineFactory, WorkflowRunFactory
+from ..plans import load_held_parked, plan_nodes
+
+WAITING_ON = json.dumps({"kind": "signal", "name": "go"})
+
+
+def _threshold(monkeypatch: pytest.MonkeyPatch, value: int | None) -> None:
+    """Set psycopg's ``prepare_threshold`` on this test's connection (undone after)."""
+    connection.ensure_connection()
+    monkeypatch.setattr(connection.connection, "prepare_threshold", value)
+
+
+def _prepared_writes() -> list[tuple[str, int]]:
+    """This connection's prepared fenced writes: (name, executions)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, generic_plans + custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s ORDER BY prepare_time",
+            ["WITH v (workflow_id%"],
+        )
+        return list(cursor.fetchall())
+
+
+def _checkpoint(run_id: str, seq: int, engine_id: str, epoch: int = 1) -> FencedWrite:
+    row = (run_id, seq, "step", "s", json.dumps(seq), None, engine_id, epoch, db_now())
+    return FencedWrite(run_id, epoch, [row])
+
+
+@pytest.mark.django_db
+def test_without_a_threshold_the_hot_cursor_is_djangos_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if connection.vendor == "postgresql":
+        _threshold(monkeypatch, None)  # Django's default for psycopg 3
+    assert not prepares(connection)
+    with hot_cursor(connection) as hot, connection.cursor() as plain:
+        assert type(hot.cursor) is type(plain.cursor)
+    with CaptureQueriesContext(connection) as queries, hot_cursor(connection) as cursor:
+        cursor.execute("SELECT %s", [1])
+        assert cursor.fetchone() == (1,)
+    assert len(queries.captured_queries) == 1
+
+
+@pytest.mark.postgres
+def test_with_a_threshold_the_fenced_write_is_prepared_and_still_logged(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = EngineFactory()
+    WorkflowRunFactory(id="r", running=True, claim=engine)
+    _threshold(monkeypatch, 2)
+    before = len(_prepared_writes())
+
+    writes = [[_checkpoint("r", seq, engine.id)] for seq in range(4)]
+
+    with CaptureQueriesContext(connection) as queries:
+        for requests in writes:
+            assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"r"}
+
+    assert prepares(connection)
+    # Logged like any other statement, with its values.
+    logged = [query["sql"] for query in queries.captured_queries]
+    assert len(logged) == 4
+    assert all(sql.startswith("WITH v (workflow_id") and "'r'" in sql for sql in logged)
+    prepared = _prepared_writes()
+    assert len(prepared) == before + 1  # one shape, prepared once
+    assert prepared[-1][1] >= 2  # and executed from the prepared statement since
+    assert WorkflowEvent.objects.filter(run_id="r").count() == 4
+
+
+@pytest.mark.postgres
+def test_unprepared_statements_stay_unprepared(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = EngineFactory()
+    WorkflowRunFactory(id="r", running=True, claim=engine)
+    _threshold(monkeypatch, None)
+    before = _prepared_writes()
+    for seq in range(6):
+        fenced_write_many(
+            "default", engine_id=engine.id, requests=[_checkpoint("r", seq, engine.id)]
+        )
+    assert _prepared_writes() == before
+
+
+@pytest.fixture(params=[None, 0], ids=["unprepared", "prepared"])
+def prepared(
+    request: pytest.FixtureRequest, db: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    _threshold(monkeypatch, request.param)
+    yield
+
+
+@pytest.mark.postgres
+def test_prepared_or_not_writes_and_finishes_land_only_under_their_claim(prepared: None) -> None:
+    mine, other = EngineFactory(), EngineFactory()
+    for run_id in ("held", "stale", "others"):
+        WorkflowRunFactory(id=run_id, running=True, claim=mine if run_id != "others" else other)
+    Claim.objects.filter(workflow_id="stale").update(epoch=7)
+    for round_ in range(3):  # past the threshold: the prepared statement decides too
+        requests = [
+            _checkpoint("held", round_, mine.id),
+            _checkpoint("stale", round_, mine.id, epoch=1),
+            _checkpoint("others", round_, mine.id),
+        ]
+        assert fenced_write_many("default", engine_id=mine.id, requests=requests) == {"held"}
+    assert WorkflowEvent.objects.filter(run_id="held").count() == 3
+    assert not WorkflowEvent.objects.exclude(run_id="held").exists()
+
+    def finish(run_id: str, epoch: int) -> bool | None:
+        return fenced_finish(
+            "default",
+            workflow_id=run_id,
+            engine_id=mine.id,
+            epoch=epoch,
+            rows=[],
+            status="completed",
+            result_json="1",
+            error_json=None,
+            parent_id="",
+            stamp="clock_timestamp()",
+            now=db_now,
+            response_ttl=300.0,
+        )
+
+    assert finish("stale", 1) is False
+    assert finish("others", 1) is False
+    assert finish("held", 1) is True
+    statuses = dict(WorkflowRun.objects.values_list("id", "status"))
+    assert statuses == {"held": "completed", "stale": "running", "others": "running"}
+    assert Claim.objects.get(workflow_id="held").holder_id is None
+
+
+@pytest.mark.postgres
+def test_the_generic_plan_of_a_prepared_write_reads_claims_and_runs_by_key(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After five executions PostgreSQL may switch a prepared statement to its
+    generic plan, made without the values: over 20,000 claims of the same
+    holder, loaded in bulk with no ANALYZE, it must still find each run's claim
+    and run by key, not through the holder's claims."""
+    engine = EngineFactory()
+    load_held_parked(engine.id, 20_000)
+    _threshold(monkeypatch, 0)  # prepared at the first execution
+    park = FencedWrite("p-100", 1, [], waiting_on_json=WAITING_ON, mark_running=False)
+    running = _checkpoint("p-200", 0, engine.id)
+    running.mark_running = True
+    requests = [park, running]
+    assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {
+        "p-100",
+        "p-200",
+    }
+    name = _prepared_writes()[-1][0]
+    _, params = write_many_statement(connection, engine.id, requests)
+    with connection.cursor() as cursor:  # client-side: the values inlined as literals
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        placeholders = ", ".join(["%s"] * len(params))
+        cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {name} ({placeholders})", params)
+        (raw,) = cursor.fetchone()
+    plan = raw if isinstance(raw, list) else json.loads(raw)
+    nodes = plan_nodes(plan[0]["Plan"])
+    scans = [n for n in nodes if n.get("Relation Name") and n["Node Type"] != "ModifyTable"]
+    shown = [(n["Node Type"], n["Relation Name"], n.get("Index Cond")) for n in scans]
+    claims = [n for n in scans if n["Relation Name"] == Claim._meta.db_table]
+    runs = [n for n in scans if n["Relation Name"] == WorkflowRun._meta.db_table]
+    assert claims and runs, shown
+    # Each claim and run looked up by its run's id (the holder's claims are
+    # never walked: the holder index is used only with the id as well).
+    for node in claims + runs:
+        assert node["Node Type"] in ("Index Scan", "Index Only Scan"), shown
+        assert "workflow_id" in node["Index Cond"] or "(id)" in node["Index Cond"], shown
