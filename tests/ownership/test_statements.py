@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
+from weft_django.ownership import statements
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.fence import (
     FencedWrite,
@@ -37,7 +38,8 @@ def _prepared_writes() -> list[tuple[str, int]]:
     """This connection's prepared fenced writes: (name, executions)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT name, generic_plans + custom_plans FROM pg_prepared_statements "
+            "SELECT name || '@' || prepare_time, generic_plans + custom_plans "
+            "FROM pg_prepared_statements "
             "WHERE statement LIKE %s ORDER BY prepare_time",
             ["WITH v (workflow_id%"],
         )
@@ -151,41 +153,93 @@ def test_prepared_or_not_writes_and_finishes_land_only_under_their_claim(prepare
     assert Claim.objects.get(workflow_id="held").holder_id is None
 
 
-@pytest.mark.postgres
-def test_the_generic_plan_of_a_prepared_write_reads_claims_and_runs_by_key(
-    db: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After five executions PostgreSQL may switch a prepared statement to its
-    generic plan, made without the values: over 20,000 claims of the same
-    holder, loaded in bulk with no ANALYZE, it must still find each run's claim
-    and run by key, not through the holder's claims."""
-    engine = EngineFactory()
-    load_held_parked(engine.id, 20_000)
-    _threshold(monkeypatch, 0)  # prepared at the first execution
-    park = FencedWrite("p-100", 1, [], waiting_on_json=WAITING_ON, mark_running=False)
-    running = _checkpoint("p-200", 0, engine.id)
-    running.mark_running = True
-    requests = [park, running]
-    assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {
-        "p-100",
-        "p-200",
-    }
-    name = _prepared_writes()[-1][0]
-    _, params = write_many_statement(connection, engine.id, requests)
+def _explain_prepared(name: str, params: list[object]) -> list[dict[str, object]]:
+    """The plan nodes of the prepared statement ``name`` run with ``params``."""
     with connection.cursor() as cursor:  # client-side: the values inlined as literals
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         placeholders = ", ".join(["%s"] * len(params))
-        cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {name} ({placeholders})", params)
+        statement = name.split("@")[0]
+        cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {statement} ({placeholders})", params)
         (raw,) = cursor.fetchone()
     plan = raw if isinstance(raw, list) else json.loads(raw)
-    nodes = plan_nodes(plan[0]["Plan"])
+    return plan_nodes(plan[0]["Plan"])
+
+
+@pytest.mark.postgres
+def test_prepared_statements_are_planned_again_after_the_replan_interval(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = EngineFactory()
+    WorkflowRunFactory(id="r", running=True, claim=engine)
+    _threshold(monkeypatch, 0)
+    now = [100.0]
+    statements._planned_since.pop(connection.connection, None)  # earlier tests' clock
+
+    def write(seq: int) -> None:
+        with hot_cursor(connection, clock=lambda: now[0]) as cursor:
+            sql, params = write_many_statement(
+                connection, engine.id, [_checkpoint("r", seq, engine.id)]
+            )
+            cursor.execute(sql, params)
+
+    write(0)
+    first = _prepared_writes()
+    assert first
+    now[0] += statements.REPLAN_INTERVAL - 0.1
+    write(1)
+    assert _prepared_writes()[-1] == (first[-1][0], 2)  # the same statement, run again
+    now[0] += 0.2  # the interval is over: dropped, and prepared anew
+    write(2)
+    names = [name for name, _ in _prepared_writes()]
+    assert first[-1][0] not in names
+    assert len(names) == 1
+    assert WorkflowEvent.objects.filter(run_id="r").count() == 3
+
+
+@pytest.mark.postgres
+def test_a_plan_made_on_small_tables_is_made_again_on_the_grown_ones_and_reads_by_key(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prepared statement's generic plan is made without the values and kept
+    while the tables grow. Made while the tables were small, it scanned the
+    claims or walked the holder's claims; in a burst every park then cost
+    more as runs parked (``bench/burst.py`` fell from about 1,170 to 400-550
+    runs/s). After REPLAN_INTERVAL the statement is planned again: over 20,000
+    claims of one holder, loaded in bulk with no ANALYZE since the tables
+    were small, that plan finds each run's claim and run by key."""
+    engine = EngineFactory()
+    load_held_parked(engine.id, 3)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Claim._meta.db_table}, {WorkflowRun._meta.db_table}")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    _threshold(monkeypatch, 0)  # prepared at the first execution
+    park = FencedWrite("p-1", 1, [], waiting_on_json=WAITING_ON)
+    running = _checkpoint("p-2", 0, engine.id)
+    running.mark_running = True
+    requests = [park, running]
+    assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
+    small = _prepared_writes()[-1][0]
+    load_held_parked(engine.id, 20_000, prefix="q-")
+
+    monkeypatch.setattr(statements, "REPLAN_INTERVAL", 0.0)
+    again = _checkpoint("p-2", 1, engine.id)
+    again.mark_running = True
+    requests = [park, again]
+    assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
+    (grown,) = [name for name, _ in _prepared_writes()]
+    assert grown != small
+
+    _, params = write_many_statement(connection, engine.id, requests)
+    nodes = _explain_prepared(grown, params)
     scans = [n for n in nodes if n.get("Relation Name") and n["Node Type"] != "ModifyTable"]
-    shown = [(n["Node Type"], n["Relation Name"], n.get("Index Cond")) for n in scans]
+    shown = [
+        (n["Node Type"], n["Relation Name"], n.get("Index Cond") or n.get("Recheck Cond"))
+        for n in scans
+    ]
     claims = [n for n in scans if n["Relation Name"] == Claim._meta.db_table]
     runs = [n for n in scans if n["Relation Name"] == WorkflowRun._meta.db_table]
     assert claims and runs, shown
-    # Each claim and run looked up by its run's id (the holder's claims are
-    # never walked: the holder index is used only with the id as well).
-    for node in claims + runs:
-        assert node["Node Type"] in ("Index Scan", "Index Only Scan"), shown
-        assert "workflow_id" in node["Index Cond"] or "(id)" in node["Index Cond"], shown
+    for node in claims + runs:  # probed by the run's id (an index or bitmap probe)
+        assert node["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan"), shown
+        condition = str(node.get("Index Cond") or node.get("Recheck Cond"))
+        assert "workflow_id" in condition or "(id)" in condition, shown
+        assert "holder_id" not in condition, shown

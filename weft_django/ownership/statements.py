@@ -11,7 +11,23 @@ time per step (``bench/throughput.py``; docs/benchmarks.md).
 :func:`hot_cursor` returns, on a PostgreSQL connection whose
 ``OPTIONS["prepare_threshold"]`` is set, a cursor bound server-side (values
 sent apart from the text), which psycopg prepares once the connection has run
-the same text that many times; PostgreSQL then reuses its plan. Anywhere else
+the same text that many times; PostgreSQL then reuses its plan.
+
+A plan that PostgreSQL reuses (its *generic* plan) is made for the tables as
+they were when it was made, and kept while they grow: one made while the
+claims table held a handful of rows scans it (or walks the holder's claims),
+and in a burst that made every park cost more as runs parked
+(``bench/burst.py`` fell from about 1,170 to 400-550 runs/s). The fenced
+write keeps the holder index out of its plan (see
+:func:`~weft_django.ownership.fence.write_many_statement`), and each
+connection trusts its plans for at most :data:`REPLAN_INTERVAL` seconds:
+then its prepared statements are dropped (``DEALLOCATE ALL``, which psycopg
+notices) and the next executions plan them again against the tables as they
+are. That costs one statement and a few plannings per connection per
+interval, against hundreds of executions. (Statistics gathered by ANALYZE
+also make PostgreSQL plan again; autovacuum's come too late in a burst.)
+
+Anywhere else
 (the default threshold of None, psycopg 2, SQLite, MySQL/MariaDB) it is
 Django's ordinary cursor: nothing changes. Either way the cursor is Django's
 wrapper (errors wrapped, ``execute_wrapper`` hooks run), and under ``DEBUG`` or
@@ -21,7 +37,10 @@ a query capture its statements are logged with their values, as Django's own
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
@@ -40,14 +59,35 @@ def prepares(connection: Any) -> bool:
     return connection.connection.prepare_threshold is not None
 
 
-def hot_cursor(connection: Any) -> Any:
+#: Seconds one connection keeps its prepared statements (and their plans).
+REPLAN_INTERVAL = 5.0
+
+# When each psycopg connection's current prepared statements began (monotonic).
+_planned_since: WeakKeyDictionary[Any, float] = WeakKeyDictionary()
+
+
+def hot_cursor(connection: Any, *, clock: Callable[[], float] = time.monotonic) -> Any:
     """A cursor for a statement the engine runs per step or per run (see the module)."""
     if not prepares(connection):
         return connection.cursor()
+    _replan_when_due(connection, clock())
     raw = psycopg.Cursor(connection.connection)
     if connection.queries_logged:
         return _LoggedHotCursor(raw, connection)
     return connection.make_cursor(raw)
+
+
+def _replan_when_due(connection: Any, now: float) -> None:
+    """Drop the connection's prepared statements once they are REPLAN_INTERVAL
+    old (errors wrapped as Django's; not in the query log, so a statement
+    count does not depend on when the interval ends)."""
+    raw = connection.connection
+    since = _planned_since.setdefault(raw, now)
+    if now - since < REPLAN_INTERVAL:
+        return
+    _planned_since[raw] = now
+    with connection.make_cursor(psycopg.Cursor(raw)) as cursor:
+        cursor.execute("DEALLOCATE ALL")
 
 
 class _LoggedHotCursor(CursorDebugWrapper):
