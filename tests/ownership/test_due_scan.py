@@ -18,12 +18,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from weft_django.models import Claim, WorkflowRun
+from weft_django.models import WorkflowRun
 from weft_django.ownership import scans
 from weft_django.ownership.clock import db_now
 
 from ..factories import EngineFactory, WorkflowRunFactory
-from ..plans import plan_nodes
+from ..plans import load_held_parked, plan_nodes
 
 HELD = 20_000
 
@@ -66,25 +66,17 @@ def test_held_woken_is_two_statements_and_one_when_the_hints_fill_the_limit() ->
 
 
 def _load_held_parked(engine_id: str) -> None:
-    """HELD waiting runs held by ``engine_id``, a few with a hint or a due timer,
-    in two INSERT ... SELECT statements (no ANALYZE)."""
+    """HELD waiting runs held by ``engine_id`` (no ANALYZE), every 5,000th from
+    the second with a due timer and from the third with a wake hint."""
+    load_held_parked(engine_id, HELD)
     run = connection.ops.quote_name(WorkflowRun._meta.db_table)
-    claim = connection.ops.quote_name(Claim._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {run} (id, workflow_name, workflow_version, status, args, kwargs, "
-            "parent_id, created_at, updated_at, waiting_on, wake_at, wake_hint_at) "
-            "SELECT 'p-' || n, 't.wf', 1, 'waiting', '[]', '{}', '', now(), now(), "
-            """'{"kind": "signal", "name": "go"}', """
-            "CASE WHEN n %% 5000 = 1 THEN now() - interval '1 minute' END, "
-            "CASE WHEN n %% 5000 = 2 THEN now() END FROM generate_series(0, %s) n",
-            [HELD - 1],
-        )
-        cursor.execute(
-            f"INSERT INTO {claim} (workflow_id, epoch, holder_id, claimed_at) "
-            "SELECT 'p-' || n, 1, %s, now() FROM generate_series(0, %s) n",
-            [engine_id, HELD - 1],
-        )
+        for offset, column, value in (
+            (1, "wake_at", "now() - interval '1 minute'"),
+            (2, "wake_hint_at", "now()"),
+        ):
+            ids = [f"p-{n}" for n in range(offset, HELD, 5000)]
+            cursor.execute(f"UPDATE {run} SET {column} = {value} WHERE id = ANY(%s)", [ids])
 
 
 @pytest.mark.postgres
