@@ -27,12 +27,12 @@ are. That costs one statement and a few plannings per connection per
 interval, against hundreds of executions. (Statistics gathered by ANALYZE
 also make PostgreSQL plan again; autovacuum's come too late in a burst.)
 
-Anywhere else
-(the default threshold of None, psycopg 2, SQLite, MySQL/MariaDB) it is
-Django's ordinary cursor: nothing changes. Either way the cursor is Django's
-wrapper (errors wrapped, ``execute_wrapper`` hooks run), and under ``DEBUG`` or
-a query capture its statements are logged with their values, as Django's own
-(a prepared execution leaves psycopg no statement text to log).
+Anywhere else (the default threshold of None, psycopg 2, SQLite,
+MySQL/MariaDB) it is Django's ordinary cursor: nothing changes. Either way
+the cursor is Django's wrapper (errors wrapped, ``execute_wrapper`` hooks
+run), and under ``DEBUG`` or a query capture its statements are logged with
+their values, as Django's own (a prepared execution leaves psycopg no
+statement text to log).
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def hot_cursor(connection: Any, *, clock: Callable[[], float] = time.monotonic) 
     """A cursor for a statement the engine runs per step or per run (see the module)."""
     if not prepares(connection):
         return connection.cursor()
+    connection.validate_thread_sharing()
     _replan_when_due(connection, clock())
     raw = psycopg.Cursor(connection.connection)
     if connection.queries_logged:
