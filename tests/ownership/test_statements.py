@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -46,6 +47,14 @@ def _prepared_writes() -> list[tuple[str, int]]:
         return list(cursor.fetchall())
 
 
+@pytest.fixture
+def holder(db: None) -> Any:
+    """An engine holding the running run ``r``."""
+    engine = EngineFactory()
+    WorkflowRunFactory(id="r", running=True, claim=engine)
+    return engine
+
+
 def _checkpoint(run_id: str, seq: int, engine_id: str, epoch: int = 1) -> FencedWrite:
     row = (run_id, seq, "step", "s", json.dumps(seq), None, engine_id, epoch, db_now())
     return FencedWrite(run_id, epoch, [row])
@@ -68,10 +77,9 @@ def test_without_a_threshold_the_hot_cursor_is_djangos_own(
 
 @pytest.mark.postgres
 def test_with_a_threshold_the_fenced_write_is_prepared_and_still_logged(
-    db: None, monkeypatch: pytest.MonkeyPatch
+    holder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = EngineFactory()
-    WorkflowRunFactory(id="r", running=True, claim=engine)
+    engine = holder
     _threshold(monkeypatch, 2)
     before = len(_prepared_writes())
 
@@ -93,9 +101,10 @@ def test_with_a_threshold_the_fenced_write_is_prepared_and_still_logged(
 
 
 @pytest.mark.postgres
-def test_unprepared_statements_stay_unprepared(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    engine = EngineFactory()
-    WorkflowRunFactory(id="r", running=True, claim=engine)
+def test_unprepared_statements_stay_unprepared(
+    holder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = holder
     _threshold(monkeypatch, None)
     before = _prepared_writes()
     for seq in range(6):
@@ -166,10 +175,9 @@ def _explain_prepared(name: str, params: list[object]) -> list[dict[str, object]
 
 @pytest.mark.postgres
 def test_prepared_statements_are_planned_again_after_the_replan_interval(
-    db: None, monkeypatch: pytest.MonkeyPatch
+    holder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = EngineFactory()
-    WorkflowRunFactory(id="r", running=True, claim=engine)
+    engine = holder
     _threshold(monkeypatch, 0)
     now = [100.0]
     statements._planned_since.pop(connection.connection, None)  # earlier tests' clock

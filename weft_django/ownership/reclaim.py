@@ -69,7 +69,7 @@ def reclaim_scan(
     if not names:
         return result.done()
     clock = takeover.Budget(claims.timing.renew_interval * 4 if budget is None else budget)
-    scan = _Scan(claims, names, drive, result, max_attempts)
+    scan = _Scan(claims, names, drive, result, max_attempts, now=now, clock=clock, limit=limit)
     cutoff = claims.timing.cutoff(now)
     sweep = takeover.SWEEPS.setdefault(claims, {})
     try:
@@ -81,9 +81,9 @@ def reclaim_scan(
                 )
                 scan.finish(batch, taken_over=True)
         if _full_sweep_due(claims, sweep):
-            _sweep_started(claims, names, now, scan, sweep, clock, limit)
+            scan.sweep_started(sweep)
         else:
-            _sweep_released(claims, names, now, scan, sweep, clock, limit)
+            scan.sweep_released(sweep)
     except DatabaseError as exc:
         logger.warning("reclaim pass stopped early: %s", exc)
     return result.done()
@@ -98,50 +98,6 @@ def _full_sweep_due(claims: ClaimRegistry, sweep: dict[str, str]) -> bool:
     return last is None or time.monotonic() - last >= FULL_SWEEP_INTERVAL
 
 
-def _sweep_started(
-    claims: ClaimRegistry,
-    names: list[str],
-    now: datetime,
-    scan: _Scan,
-    sweep: dict[str, str],
-    clock: takeover.Budget,
-    limit: int,
-) -> None:
-    """The full sweep: every started run, by status, in pages."""
-    ended = True
-    for status in takeover.STARTED:
-        after: str | None = sweep.get(status, "")
-        while after is not None and not claims.disposing and not clock.spent():
-            free, no_row, after = takeover.ownerless_page(
-                names, status, after=after, limit=limit, using=claims.using
-            )
-            batch = takeover.take_ownerless(claims, free, names, now)
-            batch.fallback += no_row
-            scan.finish(batch, taken_over=False)
-        # Where this pass stopped (None: the sweep ended; the next starts over).
-        sweep[status] = after or ""
-        ended = ended and after is None
-    if ended:
-        takeover.FULL_SWEPT[claims] = time.monotonic()
-
-
-def _sweep_released(
-    claims: ClaimRegistry,
-    names: list[str],
-    now: datetime,
-    scan: _Scan,
-    sweep: dict[str, str],
-    clock: takeover.Budget,
-    limit: int,
-) -> None:
-    """The claims let go of before their run ended, in pages."""
-    after: str | None = sweep.get("released", "")
-    while after is not None and not claims.disposing and not clock.spent():
-        free, after = takeover.released_page(names, after=after, limit=limit, using=claims.using)
-        scan.finish(takeover.take_ownerless(claims, free, names, now), taken_over=False)
-    sweep["released"] = after or ""
-
-
 class _Scan:
     """Book-keeping of one reclaim pass: adopt, drive and record each batch."""
 
@@ -152,12 +108,54 @@ class _Scan:
         drive: Callable[[str], object],
         result: PassResult,
         max_attempts: int,
+        *,
+        now: datetime,
+        clock: takeover.Budget,
+        limit: int,
     ) -> None:
         self.claims = claims
         self.names = names
         self.drive = drive
         self.result = result
         self.max_attempts = max_attempts
+        self.now = now
+        self.clock = clock
+        self.limit = limit
+
+    def _more(self) -> bool:
+        """Whether this pass may take another page."""
+        return not self.claims.disposing and not self.clock.spent()
+
+    def sweep_started(self, sweep: dict[str, str]) -> None:
+        """The full sweep: every started run, by status, in pages, carrying on
+        from where the last pass stopped (``sweep``)."""
+        claims, names = self.claims, self.names
+        ended = True
+        for status in takeover.STARTED:
+            after: str | None = sweep.get(status, "")
+            while after is not None and self._more():
+                free, no_row, after = takeover.ownerless_page(
+                    names, status, after=after, limit=self.limit, using=claims.using
+                )
+                batch = takeover.take_ownerless(claims, free, names, self.now)
+                batch.fallback += no_row
+                self.finish(batch, taken_over=False)
+            # Where this pass stopped (None: the sweep ended; the next starts over).
+            sweep[status] = after or ""
+            ended = ended and after is None
+        if ended:
+            takeover.FULL_SWEPT[claims] = time.monotonic()
+
+    def sweep_released(self, sweep: dict[str, str]) -> None:
+        """The claims let go of before their run ended, in pages."""
+        claims, names = self.claims, self.names
+        after: str | None = sweep.get("released", "")
+        while after is not None and self._more():
+            free, after = takeover.released_page(
+                names, after=after, limit=self.limit, using=claims.using
+            )
+            self.finish(takeover.take_ownerless(claims, free, names, self.now), taken_over=False)
+        sweep["released"] = after or ""
 
     def finish(self, batch: takeover.Batch, *, taken_over: bool) -> None:
         record = self.result.record
