@@ -1,9 +1,11 @@
 """``NOTIFY`` on commit: one per transaction however many runs it starts or wakes,
-none for work rolled back, and every listener woken."""
+none for work rolled back, and every listener woken; a listener (or SQLite's
+change watch) also wakes as it begins, so what was announced before is not lost."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 import weft_django as weft
+from weft_django.conf import get_settings
 from weft_django.models import WorkflowRun
 from weft_django.runtime import wakeups
 
@@ -21,16 +24,53 @@ assert waiter  # registers tests.park.waiter
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def _postgresql_with_notify() -> None:
+@pytest.fixture
+def postgresql_notify() -> None:
     if not wakeups.notify_enabled():
         pytest.skip("NOTIFY is PostgreSQL's (with WEFT['NOTIFY'] on)")
+
+
+class Wakes:
+    """An ``on_wake`` callback that counts its calls."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+
+    def __call__(self) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def reach(self, count: int, timeout: float = 10.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.count >= count, timeout)
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[..., Wakes]]:
+    """``running(loop)`` runs ``loop(using, stop, on_wake)`` in a thread; stopped after."""
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def run(loop: Callable[..., None]) -> Wakes:
+        wakes = Wakes()
+        thread = threading.Thread(target=loop, args=("default", stop, wakes), daemon=True)
+        thread.start()
+        threads.append(thread)
+        return wakes
+
+    yield run
+    stop.set()
+    for thread in threads:
+        thread.join(5)
 
 
 def _notifies(queries: CaptureQueriesContext) -> list[list[Any]]:
     return [q["sql"] for q in queries.captured_queries if "pg_notify" in q["sql"]]
 
 
+@pytest.mark.usefixtures("postgresql_notify")
 def test_a_transaction_of_many_starts_sends_one_notify() -> None:
     with CaptureQueriesContext(connection) as queries, transaction.atomic():
         for n in range(50):
@@ -40,6 +80,7 @@ def test_a_transaction_of_many_starts_sends_one_notify() -> None:
     assert WorkflowRun.objects.filter(pk__startswith="wk-").count() == 50
 
 
+@pytest.mark.usefixtures("postgresql_notify")
 def test_each_start_in_autocommit_sends_its_own() -> None:
     with CaptureQueriesContext(connection) as queries:
         for n in range(3):
@@ -47,6 +88,7 @@ def test_each_start_in_autocommit_sends_its_own() -> None:
     assert len(_notifies(queries)) == 3
 
 
+@pytest.mark.usefixtures("postgresql_notify")
 def test_a_rolled_back_savepoint_takes_its_notify_and_a_later_start_sends_one() -> None:
     with CaptureQueriesContext(connection) as queries, transaction.atomic():
         try:
@@ -63,6 +105,7 @@ def test_a_rolled_back_savepoint_takes_its_notify_and_a_later_start_sends_one() 
     ]
 
 
+@pytest.mark.usefixtures("postgresql_notify")
 def test_a_rolled_back_transaction_sends_none() -> None:
     with CaptureQueriesContext(connection) as queries:
         try:
@@ -75,22 +118,51 @@ def test_a_rolled_back_transaction_sends_none() -> None:
     assert _notifies(queries) == []
 
 
-def test_a_listener_is_woken_by_the_one_notify_of_a_burst() -> None:
-    woken = threading.Event()
-    stop = threading.Event()
-    listener = threading.Thread(
-        target=wakeups.listen, args=("default", stop, woken.set), daemon=True
-    )
-    listener.start()
-    try:
-        # LISTEN is issued once the thread has connected: keep starting until seen.
-        for attempt in range(40):
-            with transaction.atomic():
-                for n in range(20):
-                    weft.start("tests.park.waiter", workflow_id=f"wl-{attempt}-{n}")
-            if woken.wait(0.25):
-                break
-        assert woken.is_set()
-    finally:
-        stop.set()
-        listener.join(5)
+@pytest.mark.usefixtures("postgresql_notify")
+def test_a_listener_wakes_once_its_listen_is_in_place(running: Callable[..., Wakes]) -> None:
+    """Nothing is sent: the wake-up is the listener's own catch-up, for a start
+    committed before it listened (a worker's first tick may have missed it)."""
+    assert running(wakeups.listen).reach(1)
+
+
+@pytest.mark.usefixtures("postgresql_notify")
+def test_a_listener_is_woken_by_the_one_notify_of_a_burst(
+    running: Callable[..., Wakes],
+) -> None:
+    wakes = running(wakeups.listen)
+    assert wakes.reach(1)  # LISTEN is in place
+    with transaction.atomic():
+        for n in range(20):
+            weft.start("tests.park.waiter", workflow_id=f"wl-{n}")
+    assert wakes.reach(2)
+
+
+@pytest.mark.usefixtures("postgresql_notify")
+def test_a_listener_whose_connection_dies_reconnects_and_catches_up(
+    running: Callable[..., Wakes],
+) -> None:
+    """The start is committed while the listener is down, so its NOTIFY reaches
+    nobody; the wake-up of the reconnected ``LISTEN`` stands for it."""
+    wakes = running(wakeups.listen)
+    assert wakes.reach(1)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND query = %s",
+            [f"LISTEN {wakeups.CHANNEL}"],
+        )
+        assert cursor.fetchall() == [(True,)]
+    weft.start("tests.park.waiter", workflow_id="wl-down")
+    assert wakes.reach(2)
+
+
+def test_the_sqlite_change_watch_wakes_as_it_begins_and_on_a_commit(
+    running: Callable[..., Wakes],
+) -> None:
+    if not wakeups.can_watch_sqlite("default", get_settings()):
+        pytest.skip("the change watch is file-based SQLite's (with WEFT['NOTIFY'] on)")
+    wakes = running(wakeups.watch_sqlite)
+    assert wakes.reach(1)  # before anything was committed
+    weft.start("tests.park.waiter", workflow_id="wl-sqlite")
+    assert wakes.reach(2)

@@ -120,7 +120,14 @@ def hint(run_ids: list[str], *, using: str | None = None) -> int:
 
 
 def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> None:
-    """PostgreSQL: ``on_wake()`` per notification; a stop is seen within 0.25 s."""
+    """PostgreSQL: ``on_wake()`` per notification; a stop is seen within 0.25 s.
+
+    Also one ``on_wake()`` as soon as each ``LISTEN`` is in place (the first and
+    every reconnect): a notification sent while nobody listened (before the
+    first ``LISTEN``, or while the connection was down) is lost by the server,
+    and that wake-up makes the worker look for what it announced at once
+    instead of at its next tick.
+    """
     import psycopg  # only PostgreSQL deployments have the driver
 
     params = connections[using].get_connection_params()
@@ -135,6 +142,7 @@ def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> No
         try:
             with psycopg.connect(**params) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
+                on_wake()  # catch up with what was announced before this LISTEN
                 while not stop.is_set():
                     for _note in conn.notifies(timeout=0.25):
                         on_wake()
@@ -159,13 +167,15 @@ def watch_sqlite(
     min_gap: float = 0.025,
 ) -> None:
     """SQLite: one trivial read every ``poll`` seconds on a connection of its own;
-    ``on_wake()`` at most once per ``min_gap`` seconds."""
+    ``on_wake()`` at most once per ``min_gap`` seconds, and once as each watch
+    begins (commits made before it are not seen as changes)."""
     path = str(connections[using].settings_dict["NAME"])
     while not stop.is_set():
         try:
             with contextlib.closing(sqlite3.connect(path, timeout=5, isolation_level=None)) as conn:
                 last = conn.execute("PRAGMA data_version").fetchone()[0]
-                signalled, pending = 0.0, False
+                on_wake()  # catch up with what was committed before the watch began
+                signalled, pending = time.monotonic(), False
                 while not stop.wait(poll):
                     version = conn.execute("PRAGMA data_version").fetchone()[0]
                     if version != last:
