@@ -4,7 +4,7 @@
 
 One scratch database; ``--held`` runs held by one engine (loaded in bulk,
 then analysed); then, in a child process per configuration, ``--writes``
-fenced checkpoint statements (``fence.fenced_write_many``, each its own
+fenced checkpoint statements (``fenced_writes.fenced_write_many``, each its own
 commit) of a group of G runs, one after the other on one connection:
 
 * ``unprepared``: Django's default ``prepare_threshold`` of None, the values
@@ -53,7 +53,7 @@ def child(url: str, mode: str, group: int, first: int, writes: int) -> None:
     from django.utils import timezone
 
     from weft_django.models import Claim
-    from weft_django.ownership.fence import FencedWrite, fenced_write_many
+    from weft_django.ownership.fenced_writes import FencedWrite, fenced_write_many
 
     connection.ensure_connection()
     connection.connection.prepare_threshold = MODES[mode]

@@ -10,7 +10,8 @@ from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarn
 from weft_django.models import GlobalLease, RunStatus, WorkflowEvent, WorkflowRun, WorkflowSignal
 from weft_django.ownership.claims import release_statement
 from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced, fenced_by_global_lease, fenced_insert
+from weft_django.ownership.fence import fenced, fenced_by_global_lease
+from weft_django.ownership.fenced_writes import fenced_insert
 from weft_django.ownership.global_lease import GlobalLeaseManager
 from weft_django.ownership.modes import ownership_for
 from weft_django.ownership.revoke import revoke_statement

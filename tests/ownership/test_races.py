@@ -28,7 +28,8 @@ from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, Workflow
 from weft_django.ownership.claims import ClaimRegistry
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced, fenced_insert
+from weft_django.ownership.fence import fenced
+from weft_django.ownership.fenced_writes import fenced_insert
 from weft_django.ownership.results import Acquired, LostRace, NotExpired
 
 pytestmark = [pytest.mark.postgres, pytest.mark.mysql, pytest.mark.django_db(transaction=True)]

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
 from weft_django.ownership import statements
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.fence import (
+from weft_django.ownership.fenced_writes import (
     FencedWrite,
     fenced_finish,
     fenced_write_many,

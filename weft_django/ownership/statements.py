@@ -19,7 +19,7 @@ claims table held a handful of rows scans it (or walks the holder's claims),
 and in a burst that made every park cost more as runs parked
 (``bench/burst.py`` fell from about 1,170 to 400-550 runs/s). The fenced
 write keeps the holder index out of its plan (see
-:func:`~weft_django.ownership.fence.write_many_statement`), and each
+:func:`~weft_django.ownership.fenced_writes.write_many_statement`), and each
 connection trusts its plans for at most :data:`REPLAN_INTERVAL` seconds:
 then its prepared statements are dropped (``DEALLOCATE ALL``, which psycopg
 notices) and the next executions plan them again against the tables as they

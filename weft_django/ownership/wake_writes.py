@@ -1,15 +1,15 @@
 """The fenced writes of a woken turn, each as one statement (PostgreSQL).
 
 A turn woken by a signal consumes the signal (the wake hint it answers is
-cleared by its park, :func:`~weft_django.ownership.fence.fenced_write_many`). As a
-fenced transaction that is six round trips (begin with the locking read of
-the claim, the writes, commit); under load every round trip waits its turn
-at the database, and they all sit between the ``signal()`` and the run's
-next step. Here it is one statement that proves
-the claim the way :func:`~weft_django.ownership.fence.fenced_insert` does (a
-``FOR SHARE`` read of the claim in a CTE, which a takeover must wait for) and
-writes only if it holds. Other databases get None and use the fenced
-transaction.
+cleared by its park,
+:func:`~weft_django.ownership.fenced_writes.fenced_write_many`). As a fenced
+transaction that is six round trips (begin with the locking read of the claim,
+the writes, commit); under load every round trip waits its turn at the
+database, and they all sit between the ``signal()`` and the run's next step.
+Here it is one statement that proves the claim the way
+:func:`~weft_django.ownership.fenced_writes.fenced_insert` does (a ``FOR
+SHARE`` read of the claim in a CTE, which a takeover must wait for) and writes
+only if it holds. Other databases get None and use the fenced transaction.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connections
 
 from ..models import WorkflowEvent, WorkflowRun, WorkflowSignal
-from .fence import EVENT_COLUMNS, _pg_add_events, _pg_fence_cte, _pg_stamp
+from .fenced_writes import EVENT_COLUMNS, add_events, fence_cte, stamp_sql
 
 
 @dataclass(frozen=True)
@@ -66,16 +66,16 @@ def fenced_take_signal(
     event_table = quote(WorkflowEvent._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
-    stamp, stamp_params = _pg_stamp(stamp, now)
+    stamp, stamp_params = stamp_sql(stamp, now)
     parts = [
-        _pg_fence_cte(connection),
+        fence_cte(connection),
         f"take AS (UPDATE {signal_table} SET consumed_at = {stamp}, consumed_seq = %s "
         f"WHERE id = (SELECT s.id FROM {signal_table} s WHERE s.run_id = %s AND s.name = %s "
         "AND s.consumed_at IS NULL ORDER BY s.id LIMIT 1) "
         "AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM fence) RETURNING payload)",
     ]
     params: list[Any] = [workflow_id, engine_id, epoch, *stamp_params, seq, workflow_id, name]
-    _pg_add_events(connection, parts, params, rows, "take")
+    add_events(connection, parts, params, rows, "take")
     parts.append(
         f"sig AS (INSERT INTO {event_table} ({columns}) SELECT %s, %s, 'signal', %s, "
         "take.payload, NULL, %s, %s, %s FROM take)"

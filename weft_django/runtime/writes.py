@@ -127,7 +127,7 @@ class RunWrites:
         self.status = RunStatus.RUNNING
 
     def _event_rows(self, events: list[Event]) -> list[tuple[Any, ...]]:
-        """Events as rows of :data:`~weft_django.ownership.fence.EVENT_COLUMNS`."""
+        """Events as rows of :data:`~weft_django.ownership.fenced_writes.EVENT_COLUMNS`."""
         now = timezone.now()  # created_at is bookkeeping, never judged
         return [
             (

@@ -185,17 +185,17 @@ class Ownership(abc.ABC):
         mark_running: tuple[str, datetime | None] | None,
     ) -> bool | None:
         """Insert event rows proving ownership in the same statement (see
-        :func:`~weft_django.ownership.fence.fenced_insert`); None: no such form."""
+        :func:`~weft_django.ownership.fenced_writes.fenced_insert`); None: no such form."""
         return None
 
     def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         """The terminal commit as one statement (see
-        :func:`~weft_django.ownership.fence.fenced_finish`); None: no such form."""
+        :func:`~weft_django.ownership.fenced_writes.fenced_finish`); None: no such form."""
         return None
 
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         """Parking as one statement (see
-        :func:`~weft_django.ownership.fence.fenced_write_many`); None: no such form."""
+        :func:`~weft_django.ownership.fenced_writes.fenced_write_many`); None: no such form."""
         return None
 
     def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:

@@ -19,7 +19,8 @@ from django.db import connections
 from ...conf import Timing, WeftSettings
 from .. import scans
 from ..claims import release_statement
-from ..fence import FencedWrite, fenced, fenced_finish, fenced_insert
+from ..fence import fenced
+from ..fenced_writes import FencedWrite, fenced_finish, fenced_insert
 from ..group_commit import GroupCommit
 from ..intake import claim_ready
 from ..outcomes import PassResult
