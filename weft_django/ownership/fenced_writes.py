@@ -70,7 +70,6 @@ def fenced_insert(
     event_table = quote(WorkflowEvent._meta.db_table)
     claim_table = quote(Claim._meta.db_table)
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
-    params: list[Any] = []
     if connection.vendor == "postgresql":
         request = FencedWrite(
             workflow_id,
@@ -82,8 +81,6 @@ def fenced_insert(
         return fenced_write_many(using, engine_id=engine_id, requests=[request]) == {workflow_id}
     if connection.vendor == "sqlite" and mark_running is None:
         one = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
-        params.extend(_adapted(connection, rows))
-        params.extend([workflow_id, engine_id, epoch])
         sql = (
             f"INSERT INTO {event_table} ({columns}) "
             f"SELECT * FROM (VALUES {', '.join([one] * len(rows))}) "
@@ -94,8 +91,6 @@ def fenced_insert(
         # A derived table of SELECTs (MariaDB and MySQL spell VALUES rows apart).
         first = ", ".join(f"%s AS c{index}" for index in range(len(EVENT_COLUMNS)))
         more = " UNION ALL SELECT " + ", ".join(["%s"] * len(EVENT_COLUMNS))
-        params.extend(_adapted(connection, rows))
-        params.extend([workflow_id, engine_id, epoch])
         sql = (
             f"INSERT INTO {event_table} ({columns}) "
             f"SELECT v.* FROM (SELECT {first}{more * (len(rows) - 1)}) AS v "
@@ -104,6 +99,7 @@ def fenced_insert(
         )
     else:
         return None
+    params = [*_adapted(connection, rows), workflow_id, engine_id, epoch]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         inserted = cursor.rowcount
