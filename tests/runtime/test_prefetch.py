@@ -5,18 +5,34 @@ the read and the turn (a signal, an update request, a cancel)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Exists, OuterRef
 from django.test.utils import CaptureQueriesContext
 
 import weft_django as weft
 from tests.updates import workflows as update_workflows
 from weft_django import UpdateTimeoutError
-from weft_django.models import RunStatus, UpdateRequest, WorkflowEvent, WorkflowRun
+from weft_django.models import (
+    RunStatus,
+    UpdateRequest,
+    UpdateStatus,
+    WorkflowEvent,
+    WorkflowRun,
+    WorkflowSignal,
+)
+from weft_django.ownership.clock import DbNow
 from weft_django.runtime.engine import TurnOutcome
-from weft_django.runtime.prefetch import FirstTurnReads
+from weft_django.runtime.prefetch import (
+    SIGNALS_BUFFERED,
+    UPDATES_PENDING,
+    FirstTurnReads,
+    read_first_turns,
+)
+from weft_django.runtime.runs import RUN_FIELDS
 
 from .test_finish import many_steps
 from .test_park import waiter
@@ -234,3 +250,59 @@ def test_a_turn_reads_the_database_clock_once(make_engine: Callable[..., Any]) -
         assert [q["sql"] for q in queries].count(clock_sql) == reads, run_id
     run = WorkflowRun.objects.get(pk="pf-c2")
     assert run.wake_at is not None and run.waiting_on["deadline"] is not None
+
+
+def _as_the_orm_reads_them(run_ids: list[str]) -> list[dict[str, Any]]:
+    """The rows :func:`read_first_turns` reads, by a queryset (what it replaced)."""
+    signals = WorkflowSignal.objects.filter(run_id=OuterRef("pk"), consumed_at__isnull=True)
+    updates = UpdateRequest.objects.filter(run_id=OuterRef("pk"), status=UpdateStatus.PENDING)
+    return list(
+        WorkflowRun.objects.filter(pk__in=run_ids, status=RunStatus.PENDING)
+        .annotate(**{SIGNALS_BUFFERED: Exists(signals), UPDATES_PENDING: Exists(updates)})
+        .values(*RUN_FIELDS, SIGNALS_BUFFERED, UPDATES_PENDING)
+        .order_by("pk")
+    )
+
+
+@pytest.mark.django_db
+def test_the_batch_read_gives_each_value_as_the_orm_does() -> None:
+    """JSON decoded (nested, non-ASCII, null inside), timestamps aware and exact
+    to the microsecond (one written by the database's own clock, one with
+    none), flags as bool, a run that is not pending left out."""
+    when = datetime(2026, 12, 3, 14, 40, 41, 37441, tzinfo=UTC)
+    WorkflowRun.objects.bulk_create(
+        [
+            WorkflowRun(
+                id="pf-v1",
+                workflow_name="tests.park.waiter",
+                args=[1, 2.5, {"naïve": ["ü", None, True]}],
+                kwargs={"k": {"deep": [1, {"x": "y"}]}},
+                parent_id="pf-parent",
+                start_at=when,
+                timeout_at=when + timedelta(hours=1),
+            ),
+            WorkflowRun(id="pf-v2", workflow_name="tests.park.waiter", start_at=None),
+            WorkflowRun(id="pf-v3", workflow_name="tests.park.waiter", status=RunStatus.WAITING),
+        ]
+    )
+    WorkflowRun.objects.filter(pk="pf-v2").update(wake_hint_at=DbNow())
+    WorkflowSignal.objects.create(run_id="pf-v1", signal_id="s1", name="go")
+    WorkflowSignal.objects.create(run_id="pf-v2", signal_id="s2", name="go", consumed_at=when)
+    UpdateRequest.objects.create(run_id="pf-v2", update_id="u1", name="add")
+    UpdateRequest.objects.create(
+        run_id="pf-v1", update_id="u2", name="add", status=UpdateStatus.REJECTED
+    )
+    ids = ["pf-v1", "pf-v2", "pf-v3", "pf-none"]
+
+    rows = sorted(read_first_turns(ids, using="default"), key=lambda row: row["id"])
+
+    for row in rows:
+        assert row.pop("db_now") is not None
+    assert rows == _as_the_orm_reads_them(ids)
+    assert [(row[SIGNALS_BUFFERED], row[UPDATES_PENDING]) for row in rows] == [
+        (True, False),
+        (False, True),
+    ]
+    assert rows[0]["start_at"] == when and rows[0]["start_at"].tzinfo is not None
+    assert rows[1]["wake_hint_at"] is not None and rows[1]["wake_hint_at"].tzinfo is not None
+    assert read_first_turns([], using="default") == []
