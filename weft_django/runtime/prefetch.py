@@ -19,6 +19,7 @@ only while the run is still pending as read, and not after
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -64,7 +65,7 @@ def read_first_turns(run_ids: Collection[str], *, using: str) -> list[dict[str, 
     ids = list(run_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            _first_turns_sql(connection, len(ids)),
+            _first_turns_sql(using, connection.vendor, len(ids)),
             [UpdateStatus.PENDING, *ids, RunStatus.PENDING],
         )
         rows = cursor.fetchall()
@@ -75,8 +76,10 @@ def read_first_turns(run_ids: Collection[str], *, using: str) -> list[dict[str, 
     ]
 
 
-def _first_turns_sql(connection: BaseDatabaseWrapper, count: int) -> str:
-    quote = connection.ops.quote_name
+@functools.lru_cache(maxsize=256)
+def _first_turns_sql(using: str, vendor: str, count: int) -> str:
+    """The statement for ``count`` run ids (made once per database and count)."""
+    quote = connections[using].ops.quote_name
 
     def table(model: type[models.Model]) -> str:
         return quote(model._meta.db_table)
@@ -89,7 +92,7 @@ def _first_turns_sql(connection: BaseDatabaseWrapper, count: int) -> str:
     fields = ", ".join(f"r.{column(WorkflowRun, name)}" for name in RUN_FIELDS)
     signal_run = column(WorkflowSignal, "run")
     update_run = column(UpdateRequest, "run")
-    now = NOW_SQL.get(connection.vendor, "CURRENT_TIMESTAMP").replace("%", "%%")
+    now = NOW_SQL.get(vendor, "CURRENT_TIMESTAMP").replace("%", "%%")
     return (
         f"SELECT {fields}, "
         f"EXISTS (SELECT 1 FROM {table(WorkflowSignal)} s WHERE s.{signal_run} = r.{run_id} "
