@@ -171,18 +171,9 @@ class Worker:
         pruner = prune_loop(self.engine.engine_id, self._stop, using=self.using)
         if pruner is not None:  # WEFT["RETENTION"]["WORKER_INTERVAL"] (docs/retention.md)
             self._spawn("weft-prune", pruner)
-        if wakeups.notify_enabled(self.using):
-            listen = functools.partial(wakeups.listen, self.using, self._stop, self._on_notify)
-            self._spawn("weft-listen", listen)
-        elif wakeups.can_watch_sqlite(self.using, self.settings):
-            watch = functools.partial(
-                wakeups.watch_sqlite,
-                self.using,
-                self._stop,
-                self._on_notify,
-                poll=min(0.01, self.settings.tick_interval),
-            )
-            self._spawn("weft-sqlite-watch", watch)
+        source = wakeups.wake_source(self.using, self.settings, self._stop, self._on_notify)
+        if source is not None:  # else the fast tick alone (MySQL/MariaDB, NOTIFY off)
+            self._spawn(*source)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         self.supervisor.spawn(name, target)

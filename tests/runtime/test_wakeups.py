@@ -166,3 +166,19 @@ def test_the_sqlite_change_watch_wakes_as_it_begins_and_on_a_commit(
     assert wakes.reach(1)  # before anything was committed
     weft.start("tests.park.waiter", workflow_id="wl-sqlite")
     assert wakes.reach(2)
+
+
+def test_the_wake_source_is_the_database_s_own_and_none_with_notify_off(
+    weft_settings: Callable[..., None],
+) -> None:
+    stop = threading.Event()
+    source = wakeups.wake_source("default", get_settings(), stop, lambda: None)
+    if connection.vendor == "postgresql":
+        expected: str | None = "weft-listen"
+    elif connection.vendor == "sqlite" and not connection.is_in_memory_db():
+        expected = "weft-sqlite-watch"
+    else:
+        expected = None  # MySQL/MariaDB, in-memory SQLite: the fast tick alone
+    assert (source[0] if source else None) == expected
+    weft_settings(NOTIFY=False)
+    assert wakeups.wake_source("default", get_settings(), stop, lambda: None) is None

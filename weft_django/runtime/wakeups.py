@@ -19,6 +19,7 @@ shorten that:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sqlite3
 import threading
@@ -149,6 +150,21 @@ def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> No
         except Exception as exc:
             logger.warning("LISTEN connection failed (%s); retrying", exc)
             stop.wait(1.0)
+
+
+def wake_source(
+    using: str, settings: WeftSettings, stop: threading.Event, on_wake: Callable[[], None]
+) -> tuple[str, Callable[[], None]] | None:
+    """The thread that wakes a worker as soon as work for it is committed, as
+    (thread name, target): ``LISTEN`` on PostgreSQL with ``NOTIFY`` on, the
+    change watch on file-based SQLite; None where there is neither (MySQL,
+    MariaDB, an in-memory SQLite database, ``NOTIFY`` off): the fast tick alone."""
+    if notify_enabled(using):
+        return "weft-listen", functools.partial(listen, using, stop, on_wake)
+    if can_watch_sqlite(using, settings):
+        poll = min(0.01, settings.tick_interval)
+        return "weft-sqlite-watch", functools.partial(watch_sqlite, using, stop, on_wake, poll=poll)
+    return None
 
 
 def can_watch_sqlite(using: str, settings: WeftSettings) -> bool:
