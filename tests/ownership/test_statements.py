@@ -177,10 +177,56 @@ def _explain_prepared(name: str, params: list[object]) -> list[dict[str, object]
 def test_prepared_statements_are_planned_again_after_the_replan_interval(
     holder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``DISCARD PLANS`` once the interval is over, and only then; the statement
+    stays prepared under its name and runs on."""
     engine = holder
     _threshold(monkeypatch, 0)
     now = [100.0]
     statements._planned_since.pop(connection.connection, None)  # earlier tests' clock
+    sent: list[str] = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    def write(seq: int) -> list[str]:
+        sent.clear()
+        with (
+            connection.execute_wrapper(record),
+            hot_cursor(connection, clock=lambda: now[0]) as cursor,
+        ):
+            sql, params = write_many_statement(
+                connection, engine.id, [_checkpoint("r", seq, engine.id)]
+            )
+            cursor.execute(sql, params)
+        return [sql for sql in sent if "DISCARD" in sql]
+
+    assert write(0) == []
+    first = _prepared_writes()
+    assert first
+    now[0] += statements.REPLAN_INTERVAL - 0.1
+    assert write(1) == []
+    assert _prepared_writes()[-1] == (first[-1][0], 2)  # the same statement, run again
+    now[0] += 0.2  # the interval is over: its plans are dropped, made again at its next run
+    assert write(2) == ["DISCARD PLANS"]
+    assert _prepared_writes() == [(first[-1][0], 3)]
+    assert write(3) == []
+    assert WorkflowEvent.objects.filter(run_id="r").count() == 4
+
+
+@pytest.mark.postgres
+def test_a_replan_on_a_connection_that_had_prepared_nothing_yet_breaks_no_later_one(
+    holder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first interval of a connection may end before it prepared anything,
+    and the next after it did. Dropping the statements (``DEALLOCATE ALL``)
+    then left psycopg, which noticed only the first, running a statement the
+    server no longer had: "prepared statement ... does not exist" at every
+    checkpoint of that connection (found by ``bench/chaos.py``)."""
+    engine = holder
+    _threshold(monkeypatch, 2)  # prepared at the third execution
+    now = [100.0]
+    statements._planned_since.pop(connection.connection, None)
 
     def write(seq: int) -> None:
         with hot_cursor(connection, clock=lambda: now[0]) as cursor:
@@ -188,19 +234,18 @@ def test_prepared_statements_are_planned_again_after_the_replan_interval(
                 connection, engine.id, [_checkpoint("r", seq, engine.id)]
             )
             cursor.execute(sql, params)
+            assert cursor.fetchall() == [("r",)]
 
-    write(0)
-    first = _prepared_writes()
-    assert first
-    now[0] += statements.REPLAN_INTERVAL - 0.1
-    write(1)
-    assert _prepared_writes()[-1] == (first[-1][0], 2)  # the same statement, run again
-    now[0] += 0.2  # the interval is over: dropped, and prepared anew
+    write(0)  # the first interval begins; nothing prepared
+    now[0] += statements.REPLAN_INTERVAL + 0.1
+    write(1)  # replan with nothing prepared yet
     write(2)
-    names = [name for name, _ in _prepared_writes()]
-    assert first[-1][0] not in names
-    assert len(names) == 1
-    assert WorkflowEvent.objects.filter(run_id="r").count() == 3
+    write(3)  # prepared here
+    assert len(_prepared_writes()) == 1
+    now[0] += statements.REPLAN_INTERVAL + 0.1
+    write(4)  # replan with the statement prepared: it still runs
+    write(5)
+    assert WorkflowEvent.objects.filter(run_id="r").count() == 6
 
 
 @pytest.mark.postgres
@@ -234,7 +279,7 @@ def test_a_plan_made_on_small_tables_is_made_again_on_the_grown_ones_and_reads_b
     requests = [park, again]
     assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
     (grown,) = [name for name, _ in _prepared_writes()]
-    assert grown != small
+    assert grown == small  # still prepared: its plan was made again
 
     _, params = write_many_statement(connection, engine.id, requests)
     nodes = _explain_prepared(grown, params)

@@ -21,11 +21,15 @@ and in a burst that made every park cost more as runs parked
 write keeps the holder index out of its plan (see
 :func:`~weft_django.ownership.fenced_writes.write_many_statement`), and each
 connection trusts its plans for at most :data:`REPLAN_INTERVAL` seconds:
-then its prepared statements are dropped (``DEALLOCATE ALL``, which psycopg
-notices) and the next executions plan them again against the tables as they
-are. That costs one statement and a few plannings per connection per
-interval, against hundreds of executions. (Statistics gathered by ANALYZE
-also make PostgreSQL plan again; autovacuum's come too late in a burst.)
+then ``DISCARD PLANS`` drops the plans of its prepared statements, and their
+next executions plan them again against the tables as they are. That costs
+one statement and a few plannings per connection per interval, against
+hundreds of executions. (Statistics gathered by ANALYZE also make PostgreSQL
+plan again; autovacuum's come too late in a burst.) The statements
+themselves stay prepared, so psycopg's record of them stays true: dropping
+them (``DEALLOCATE ALL``) left psycopg, which notices that only the first
+time a connection runs it, executing statements the server no longer had
+("prepared statement ... does not exist", found by ``bench/chaos.py``).
 
 Anywhere else (the default threshold of None, psycopg 2, SQLite,
 MySQL/MariaDB) it is Django's ordinary cursor: nothing changes. Either way
@@ -59,10 +63,10 @@ def prepares(connection: Any) -> bool:
     return connection.connection.prepare_threshold is not None
 
 
-#: Seconds one connection keeps its prepared statements (and their plans).
+#: Seconds one connection keeps the plans of its prepared statements.
 REPLAN_INTERVAL = 5.0
 
-# When each psycopg connection's current prepared statements began (monotonic).
+# When each psycopg connection's current plans began (monotonic).
 _planned_since: WeakKeyDictionary[Any, float] = WeakKeyDictionary()
 
 
@@ -79,16 +83,16 @@ def hot_cursor(connection: Any, *, clock: Callable[[], float] = time.monotonic) 
 
 
 def _replan_when_due(connection: Any, now: float) -> None:
-    """Drop the connection's prepared statements once they are REPLAN_INTERVAL
-    old (errors wrapped as Django's; not in the query log, so a statement
-    count does not depend on when the interval ends)."""
+    """Drop the plans of the connection's prepared statements once they are
+    REPLAN_INTERVAL old (errors wrapped as Django's; not in the query log, so a
+    statement count does not depend on when the interval ends)."""
     raw = connection.connection
     since = _planned_since.setdefault(raw, now)
     if now - since < REPLAN_INTERVAL:
         return
     _planned_since[raw] = now
     with connection.make_cursor(psycopg.Cursor(raw)) as cursor:
-        cursor.execute("DEALLOCATE ALL")
+        cursor.execute("DISCARD PLANS")
 
 
 class _LoggedHotCursor(CursorDebugWrapper):
