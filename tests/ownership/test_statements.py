@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
@@ -246,6 +246,33 @@ def test_a_replan_on_a_connection_that_had_prepared_nothing_yet_breaks_no_later_
     write(4)  # replan with the statement prepared: it still runs
     write(5)
     assert WorkflowEvent.objects.filter(run_id="r").count() == 6
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_dropped_behind_psycopgs_back_fails_once_then_a_fresh_connection_runs_it(
+    holder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Something else drops the prepared statements (a pooler's ``DISCARD ALL``;
+    here sent below psycopg, which keeps its record): the next hot statement
+    fails, as any database error, and closes its connection, so the one after
+    runs on a fresh connection instead of every one failing."""
+    engine = holder
+    _threshold(monkeypatch, 0)
+
+    def write(seq: int) -> set[str]:
+        return fenced_write_many(
+            "default", engine_id=engine.id, requests=[_checkpoint("r", seq, engine.id)]
+        )
+
+    assert write(0) == {"r"}
+    assert _prepared_writes()
+    connection.connection.pgconn.exec_(b"DEALLOCATE ALL")
+    with pytest.raises(ProgrammingError, match="does not exist"):
+        write(1)
+    assert connection.connection is None  # closed: the next use reconnects
+    assert write(2) == {"r"}
+    assert list(WorkflowEvent.objects.filter(run_id="r").values_list("seq", flat=True)) == [0, 2]
 
 
 @pytest.mark.postgres

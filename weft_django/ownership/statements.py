@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from django.db import DatabaseError
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 try:
@@ -79,7 +80,7 @@ def hot_cursor(connection: Any, *, clock: Callable[[], float] = time.monotonic) 
     raw = psycopg.Cursor(connection.connection)
     if connection.queries_logged:
         return _LoggedHotCursor(raw, connection)
-    return connection.make_cursor(raw)
+    return _HotCursor(raw, connection)
 
 
 def _replan_when_due(connection: Any, now: float) -> None:
@@ -95,9 +96,25 @@ def _replan_when_due(connection: Any, now: float) -> None:
         cursor.execute("DISCARD PLANS")
 
 
-class _LoggedHotCursor(CursorDebugWrapper):
+class _HotCursor(CursorWrapper):
+    """Django's cursor wrapper. When the server no longer has a statement that
+    psycopg executes as prepared (SQLSTATE 26000: something dropped it behind
+    psycopg's back, e.g. a pooler's ``DISCARD ALL``), the error is raised as
+    any other and the connection is closed: the next use opens a fresh one,
+    with nothing prepared, instead of every hot statement failing on this one."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        try:
+            return super().execute(sql, params)
+        except DatabaseError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.InvalidSqlStatementName):
+                self.db.close()
+            raise
+
+
+class _LoggedHotCursor(CursorDebugWrapper, _HotCursor):
     """Django's debug cursor, logging the statement composed with its values."""
 
     def execute(self, sql: Any, params: Any = None) -> Any:
         with self.debug_sql(self.db.ops.compose_sql(sql, params)):
-            return CursorWrapper.execute(self, sql, params)
+            return _HotCursor.execute(self, sql, params)
