@@ -120,26 +120,30 @@ def _adapted(connection: Any, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
                 yield value
 
 
-def events_cte(connection: Any, rows: list[tuple[Any, ...]], gate: str) -> tuple[str, list[Any]]:
-    """PostgreSQL: the CTE ``ins`` inserting ``rows`` (EVENT_COLUMNS order) only
-    when the CTE ``gate`` has a row; its SQL and parameters."""
+def events_cte(connection: Any, rows: list[tuple[Any, ...]], join: str) -> tuple[str, list[Any]]:
+    """PostgreSQL: the CTE ``ins`` inserting ``rows`` (EVENT_COLUMNS order, the
+    VALUES aliased ``e``) joined to their gate by ``join``: ``CROSS JOIN rel``
+    inserts them only when the CTE ``rel`` has a row, ``JOIN fence ON
+    fence.workflow_id = e.run_id`` only the rows of the runs ``fence`` holds.
+    Its SQL and parameters."""
     quote = connection.ops.quote_name
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
     one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
     sql = (
-        f"ins AS (INSERT INTO {quote(WorkflowEvent._meta.db_table)} ({columns}) SELECT v.* "
-        f"FROM (VALUES {', '.join([one] * len(rows))}) AS v({columns}) CROSS JOIN {gate})"
+        f"ins AS (INSERT INTO {quote(WorkflowEvent._meta.db_table)} ({columns}) SELECT e.* "
+        f"FROM (VALUES {', '.join([one] * len(rows))}) AS e ({columns}) {join})"
     )
     return sql, [value for row in rows for value in row]
 
 
 def add_events(
-    connection: Any, parts: list[str], params: list[Any], rows: list[tuple[Any, ...]], gate: str
+    connection: Any, parts: list[str], params: list[Any], rows: list[tuple[Any, ...]], join: str
 ) -> None:
-    """Add the CTE ``ins`` for ``rows`` behind ``gate`` to a statement being built
-    (nothing when there are no rows)."""
+    """Add the CTE ``ins`` for ``rows`` behind their gate (``join``, as for
+    :func:`events_cte`) to a statement being built (nothing when there are no
+    rows)."""
     if rows:
-        sql, values = events_cte(connection, rows, gate)
+        sql, values = events_cte(connection, rows, join)
         parts.append(sql)
         params.extend(values)
 
@@ -198,7 +202,7 @@ def fenced_finish(
         "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
     ]
     params: list[Any] = [workflow_id, engine_id, epoch]
-    add_events(connection, parts, params, rows, "rel")
+    add_events(connection, parts, params, rows, "CROSS JOIN rel")
     parts.append(
         f"fin AS (UPDATE {run_table} SET status = %s, result = %s::jsonb, error = %s::jsonb, "
         f"waiting_on = NULL, wake_at = NULL, wake_hint_at = NULL, updated_at = {stamp}, "
@@ -316,15 +320,7 @@ def write_many_statement(
     ]
     params.append(engine_id)
     rows = [row for request in requests for row in request.rows]
-    if rows:
-        columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
-        one = "(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)"
-        parts.append(
-            f"ins AS (INSERT INTO {quote(WorkflowEvent._meta.db_table)} ({columns}) "
-            f"SELECT e.* FROM (VALUES {', '.join([one] * len(rows))}) AS e ({columns}) "
-            "JOIN fence ON fence.workflow_id = e.run_id)"
-        )
-        params += [value for row in rows for value in row]
+    add_events(connection, parts, params, rows, "JOIN fence ON fence.workflow_id = e.run_id")
     fenced = "FROM v JOIN fence ON fence.workflow_id = v.workflow_id WHERE r.id = v.workflow_id"
     stamp = "COALESCE(v.stamp, clock_timestamp())"
     if any(request.parks for request in requests):

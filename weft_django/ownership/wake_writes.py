@@ -75,7 +75,7 @@ def fenced_take_signal(
         "AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM fence) RETURNING payload)",
     ]
     params: list[Any] = [workflow_id, engine_id, epoch, *stamp_params, seq, workflow_id, name]
-    add_events(connection, parts, params, rows, "take")
+    add_events(connection, parts, params, rows, "CROSS JOIN take")
     parts.append(
         f"sig AS (INSERT INTO {event_table} ({columns}) SELECT %s, %s, 'signal', %s, "
         "take.payload, NULL, %s, %s, %s FROM take)"

@@ -26,11 +26,8 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from ..models import RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, WorkflowSignal
 from ..ownership.clock import NOW_SQL, as_aware
@@ -56,8 +53,8 @@ def read_first_turns(run_ids: Collection[str], *, using: str) -> list[dict[str, 
     queryset took about 1.2 ms of CPU per read, against 0.1-0.2 ms for all of
     this (``bench/prefetch_cost.py``). The values are converted as the ORM's
     ``values()`` gives them: JSON decoded by its model field, timestamps aware
-    (in the connection's time zone where the database returns them naive),
-    flags as ``bool``.
+    in UTC (:func:`~weft_django.ownership.clock.as_aware`, as every timestamp
+    weft reads raw), flags as ``bool``.
     """
     if not run_ids:
         return []
@@ -112,15 +109,7 @@ def _converters(connection: BaseDatabaseWrapper) -> dict[str, Callable[[Any], An
         return value
 
     def aware(value: datetime | str | None) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, str):  # SQLite
-            value = parse_datetime(value)
-            if value is None:
-                raise ValueError("not a timestamp")
-        if settings.USE_TZ and timezone.is_naive(value):  # SQLite, MySQL/MariaDB
-            return timezone.make_aware(value, connection.timezone)
-        return value
+        return None if value is None else as_aware(value)
 
     def decoder(name: str) -> Callable[[Any], Any]:
         field: Any = WorkflowRun._meta.get_field(name)  # a JSONField
