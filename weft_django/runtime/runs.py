@@ -251,9 +251,7 @@ def transition(
             within()
 
 
-def resume_run(
-    workflow_id: str, *, within: Within | None = None, using: str | None = None
-) -> None:
+def resume_run(workflow_id: str, *, within: Within | None = None, using: str | None = None) -> None:
     """Make a suspended run runnable again under a fresh claim epoch.
 
     ``WorkflowNotSuspendedError`` when it is not suspended;
@@ -288,9 +286,7 @@ def resume_run(
             within()
 
 
-def purge_run(
-    workflow_id: str, *, within: Within | None = None, using: str | None = None
-) -> None:
+def purge_run(workflow_id: str, *, within: Within | None = None, using: str | None = None) -> None:
     """Delete a run and its history; its claim epoch is rotated, never reset.
     ``within`` runs in the same transaction after the delete."""
     using = db_for(using)
