@@ -27,10 +27,16 @@ def post_action(client: Any, action: str, *ids: str) -> Any:
     )
 
 
+def confirm_action(client: Any, action: str, *ids: str, **extra: str) -> Any:
+    """The confirmation page's "Yes" (cancel and purge ask first)."""
+    data = {"action": action, "_selected_action": list(ids), "post": "yes", **extra}
+    return client.post(URL, data, follow=True)
+
+
 def test_cancel_action_rotates_the_epoch_and_reports(admin_client: Any) -> None:
     engine = EngineFactory()
     run = WorkflowRunFactory(waiting=True, claim=engine, claim__epoch=3)
-    response = post_action(admin_client, "cancel_runs", run.pk)
+    response = confirm_action(admin_client, "cancel_runs", run.pk)
     run.refresh_from_db()
     claim = Claim.objects.get(workflow_id=run.pk)
     assert run.status == RunStatus.CANCELLED
@@ -72,7 +78,7 @@ def test_purge_asks_for_confirmation_listing_what_goes(admin_client: Any) -> Non
 def test_refusals_are_reported_per_run_and_change_nothing(admin_client: Any) -> None:
     done = WorkflowRunFactory(status=RunStatus.COMPLETED)
     live = WorkflowRunFactory(waiting=True)
-    response = post_action(admin_client, "cancel_runs", done.pk, live.pk)
+    response = confirm_action(admin_client, "cancel_runs", done.pk, live.pk)
     content = response.content.decode()
     assert f"{done.pk}" in content and "completed" in content
     assert WorkflowRun.objects.get(pk=done.pk).status == RunStatus.COMPLETED
@@ -97,14 +103,25 @@ def test_actions_need_the_operate_permission(client: Any) -> None:
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
 
 
-def test_operate_permission_allows_cancel_but_not_purge(client: Any) -> None:
+def test_operate_permission_allows_suspend_but_not_cancel_or_purge(client: Any) -> None:
     staff(client, "view_workflowrun", "operate_workflowrun")
     run = WorkflowRunFactory(waiting=True)
     page = client.get(URL).content.decode()
-    assert "cancel_runs" in page and "purge_runs" not in page
-    post_action(client, "purge_runs", run.pk)
+    assert "suspend_runs" in page
+    assert "cancel_runs" not in page and "purge_runs" not in page
+    confirm_action(client, "purge_runs", run.pk)
     assert WorkflowRun.objects.filter(pk=run.pk).exists()
-    post_action(client, "cancel_runs", run.pk)
+    confirm_action(client, "cancel_runs", run.pk)  # cancel is irreversible: delete too
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+    post_action(client, "suspend_runs", run.pk)
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.SUSPENDED
+
+
+def test_cancel_needs_operate_and_delete(client: Any) -> None:
+    staff(client, "view_workflowrun", "operate_workflowrun", "delete_workflowrun")
+    run = WorkflowRunFactory(waiting=True)
+    assert "cancel_runs" in client.get(URL).content.decode()
+    confirm_action(client, "cancel_runs", run.pk)
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
 
@@ -122,18 +139,18 @@ def test_purge_needs_the_delete_permission(client: Any) -> None:
 def test_any_failure_is_reported_per_run_and_the_batch_goes_on(
     admin_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from weft_django import api
+    from weft_django import operations
 
     runs = [WorkflowRunFactory(id=f"batch-{n}", waiting=True) for n in range(3)]
-    real_cancel = api.cancel
+    real_cancel = operations.cancel
 
     def cancel(workflow_id: str, **kwargs: Any) -> None:
         if workflow_id == "batch-1":
             raise RuntimeError("disk on fire")
         real_cancel(workflow_id, **kwargs)
 
-    monkeypatch.setattr(api, "cancel", cancel)
-    response = post_action(admin_client, "cancel_runs", *[run.pk for run in runs])
+    monkeypatch.setattr(operations, "cancel", cancel)
+    response = confirm_action(admin_client, "cancel_runs", *[run.pk for run in runs])
     content = response.content.decode()
     assert "Cancelled 2 run(s): batch-0, batch-2" in content
     assert "batch-1: RuntimeError: disk on fire" in content  # "Run batch-1: ..."
@@ -178,9 +195,10 @@ def test_actions_need_the_operate_permission_granted_later(client: Any) -> None:
     post_action(client, "cancel_runs", run.pk)
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
 
-    viewer.user_permissions.add(Permission.objects.get(codename="operate_workflowrun"))
+    for codename in ("operate_workflowrun", "delete_workflowrun"):
+        viewer.user_permissions.add(Permission.objects.get(codename=codename))
     viewer = User.objects.get(pk=viewer.pk)  # drop the permission cache
     client.force_login(viewer)
     assert "cancel_runs" in client.get(URL).content.decode()
-    post_action(client, "cancel_runs", run.pk)
+    confirm_action(client, "cancel_runs", run.pk)
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED

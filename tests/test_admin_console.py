@@ -345,44 +345,54 @@ def test_run_page_hides_operations_without_the_permission(client: Client) -> Non
     content = client.get(run_url(run.pk)).content.decode()
     assert "weft-signal-form" not in content and "weft-cancel" not in content
     assert client.post(run_url(run.pk, "operate", "cancel")).status_code == 403
+    assert client.post(run_url(run.pk, "operate", "suspend")).status_code == 403
+    assert client.get(run_url(run.pk, "cancel")).status_code == 403
+    assert client.post(run_url(run.pk, "cancel"), {"post": "yes"}).status_code == 403
     response = client.post(run_url(run.pk, "signal"), {"name": "go", "payload": "1"})
     assert response.status_code == 403
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
     assert not WorkflowSignal.objects.exists()
 
 
-@pytest.mark.parametrize(
-    ("verb", "status"),
-    [("cancel", RunStatus.CANCELLED), ("suspend", RunStatus.SUSPENDED)],
-)
-def test_run_page_buttons(client: Client, verb: str, status: str) -> None:
-    staff(client, "view_workflowrun", "operate_workflowrun")
+def test_run_page_buttons(client: Client) -> None:
+    staff(client, "view_workflowrun", "operate_workflowrun", "delete_workflowrun")
     run = WorkflowRunFactory(waiting=True, claim=EngineFactory(), claim__epoch=2)
-    response = client.post(run_url(run.pk, "operate", verb), follow=True)
+    response = client.post(run_url(run.pk, "operate", "suspend"), follow=True)
     assert response.redirect_chain[-1][0] == run_url(run.pk)
-    assert WorkflowRun.objects.get(pk=run.pk).status == status
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.SUSPENDED
     assert response.context["claim"].epoch == 3  # revocation rotated the epoch
+    # Cancel goes through its confirmation page: the old button's POST lands there.
+    response = client.post(run_url(run.pk, "operate", "cancel"), follow=True)
+    assert response.redirect_chain[-1][0] == run_url(run.pk, "cancel")
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.SUSPENDED
+    response = client.post(run_url(run.pk, "cancel"), {"post": "yes"}, follow=True)
+    assert response.redirect_chain[-1][0] == run_url(run.pk)
+    assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED
+    assert response.context["claim"].epoch == 4
 
 
 def test_run_page_resume_and_refusals(client: Client) -> None:
-    staff(client, "view_workflowrun", "operate_workflowrun")
+    staff(client, "view_workflowrun", "operate_workflowrun", "delete_workflowrun")
     run = WorkflowRunFactory(suspended=True)
     client.post(run_url(run.pk, "operate", "resume"))
     assert WorkflowRun.objects.get(pk=run.pk).status != RunStatus.SUSPENDED
     done = WorkflowRunFactory(completed=True)
-    response = client.post(run_url(done.pk, "operate", "cancel"), follow=True)
-    assert "WorkflowTerminalError" in response.content.decode()
+    response = client.post(run_url(done.pk, "cancel"), {"post": "yes"}, follow=True)
+    assert "is completed; a run that is completed cannot be cancelled" in (
+        response.content.decode()
+    )
     assert WorkflowRun.objects.get(pk=done.pk).status == RunStatus.COMPLETED
     assert client.post(run_url(run.pk, "operate", "purge")).status_code == 404
-    assert client.get(run_url(run.pk, "operate", "cancel")).status_code == 405
-    assert client.post(run_url("no-such-run", "operate", "cancel")).status_code == 404
+    assert client.get(run_url(run.pk, "operate", "suspend")).status_code == 405
+    assert client.post(run_url("no-such-run", "operate", "suspend")).status_code == 404
 
 
 def test_run_page_operations_are_csrf_protected() -> None:
     client = Client(enforce_csrf_checks=True)
-    staff(client, "view_workflowrun", "operate_workflowrun")
+    staff(client, "view_workflowrun", "operate_workflowrun", "delete_workflowrun")
     run = WorkflowRunFactory(waiting=True)
-    assert client.post(run_url(run.pk, "operate", "cancel")).status_code == 403
+    assert client.post(run_url(run.pk, "operate", "suspend")).status_code == 403
+    assert client.post(run_url(run.pk, "cancel"), {"post": "yes"}).status_code == 403
     assert client.post(run_url(run.pk, "signal"), {"name": "go"}).status_code == 403
     assert WorkflowRun.objects.get(pk=run.pk).status == RunStatus.WAITING
 
@@ -436,8 +446,29 @@ def test_send_signal_form_refuses_bad_input(admin_client: Any, case: str) -> Non
     assert not WorkflowSignal.objects.exists()
 
 
-def test_send_signal_to_a_finished_run_is_a_form_error(admin_client: Any) -> None:
+def test_send_signal_to_a_finished_run_is_refused(admin_client: Any) -> None:
     run = WorkflowRunFactory(completed=True)
+    response = admin_client.post(
+        run_url(run.pk, "signal"), {"name": "go", "payload": "1"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == run_url(run.pk)
+    assert "is completed; it accepts no more input" in response.content.decode()
+    assert not WorkflowSignal.objects.exists()
+
+
+def test_send_signal_to_a_run_that_finishes_meanwhile_is_a_form_error(
+    admin_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from weft_django import operations
+
+    run = WorkflowRunFactory(waiting=True)
+    real = operations.signal
+
+    def finish_first(workflow_id: str, *args: Any, **kwargs: Any) -> None:
+        WorkflowRun.objects.filter(pk=workflow_id).update(status=RunStatus.COMPLETED)
+        real(workflow_id, *args, **kwargs)
+
+    monkeypatch.setattr(operations, "signal", finish_first)
     response = admin_client.post(run_url(run.pk, "signal"), {"name": "go", "payload": "1"})
     assert response.status_code == 200
     assert "WorkflowTerminalError" in str(response.context["form"].non_field_errors())

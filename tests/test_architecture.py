@@ -1,9 +1,10 @@
 """The package's import graph: no cycles, and data flows one way (docs/architecture.md).
 
 Layers, top to bottom: hosts (worker, admin, commands, test driver, checks),
-the public verbs (api, updates), the runtime, the ownership protocol, storage
-(models, settings, errors). A module may import its own layer or a lower one,
-never a higher one; imports made only for type checking count too.
+the public verbs (api, updates, and operations: the audited operator verbs
+that api's verbs call), the runtime, the ownership protocol, storage (models,
+settings, errors). A module may import its own layer or a lower one, never a
+higher one; imports made only for type checking count too.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def layer_of(module: str) -> str:
         return "storage"
     if parts[0] in ("ownership", "runtime"):
         return parts[0]
-    if parts[0] in ("api", "updates"):
+    # operations: the audited operator verbs, which api's verbs call (so beside
+    # it, never importing it); the admin and commands call both.
+    if parts[0] in ("api", "updates", "operations"):
         return "public"
     return "hosts"  # worker, pool, testing, admin, management, checks, apps
 

@@ -20,27 +20,19 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Q
 
-from . import updates
+from . import operations, updates
 from .exceptions import (
     WorkflowAlreadyExistsError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowNotFoundError,
 )
-from .models import Claim, RunStatus, UpdateStatus, WorkflowRun, WorkflowSignal, db_for
+from .models import Claim, RunStatus, UpdateStatus, WorkflowRun, db_for
 from .ownership.locks import busy_as_typed_error
 from .runtime import registry
-from .runtime.inbox import deliver
-from .runtime.payload import check_id, check_start_at, encode, encode_call
+from .runtime.payload import check_id, check_start_at, encode_call
 from .runtime.polling import NOT_YET, RESULT_BACKOFF, Poll
-from .runtime.runs import (
-    IGNORE_DUPLICATE_VENDORS,
-    insert_new_run,
-    new_run,
-    purge_run,
-    resume_run,
-    transition,
-)
+from .runtime.runs import IGNORE_DUPLICATE_VENDORS, insert_new_run, new_run
 from .runtime.wakeups import notify
 
 
@@ -95,55 +87,68 @@ def signal(
     payload: Any = None,
     *,
     signal_id: str | None = None,
+    reason: str | None = None,
+    by: Any = None,
     using: str | None = None,
 ) -> None:
-    """Durably buffer a signal; a repeated ``signal_id`` is a no-op."""
-    using = db_for(using)
-    check_id(workflow_id)
-    check_id(name, "signal name")
-    encoded = encode(payload, f"payload of signal {name!r}")
-    if signal_id is not None:
-        check_id(signal_id, "signal_id")
-        # A repeat is a no-op: no second row, and no wake hint that would cost
-        # the owner a pointless turn (an idempotent retry after the run ended
-        # also succeeds, as the first call did).
-        if (
-            WorkflowSignal.objects.using(using)
-            .filter(run_id=workflow_id, signal_id=signal_id)
-            .exists()
-        ):
-            return
-    else:
-        signal_id = uuid.uuid4().hex
-    with busy_as_typed_error():
-        deliver(
-            workflow_id,
-            WorkflowSignal(run_id=workflow_id, signal_id=signal_id, name=name, payload=encoded),
-            using=using,
-        )
+    """Durably buffer a signal; a repeated ``signal_id`` is a no-op.
+
+    ``reason`` (at most 500 characters) and ``by`` (a user or a name) are for
+    an operator's signal: with either, it is logged at INFO on
+    ``weft_django.operations``, and a user gets a Django admin ``LogEntry``
+    (docs/admin.md, "Audit trail").
+    """
+    operations.signal(
+        workflow_id, name, payload, signal_id=signal_id, reason=reason, by=by, using=using
+    )
 
 
-def cancel(workflow_id: str, *, using: str | None = None) -> None:
-    """Cancel a run from any process: epoch rotated, holder dropped, status cancelled."""
-    transition(workflow_id, RunStatus.CANCELLED, using=using)
+def cancel(
+    workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
+) -> None:
+    """Cancel a run from any process: epoch rotated, holder dropped, status cancelled.
+
+    The run's error records who and why: ``"cancelled by <by>: <reason>"``
+    (``by`` a user or a name, default ``"an operator"``; ``reason`` at most 500
+    characters). Logged on ``weft_django.operations``; a user also gets a
+    Django admin ``LogEntry``. ``WorkflowTerminalError`` when the run has
+    finished (or is already cancelled).
+    """
+    operations.cancel(workflow_id, reason=reason, by=by, using=using)
 
 
-def suspend(workflow_id: str, *, using: str | None = None) -> None:
-    """Suspend a run: it stops on its owner and stays put until ``resume``."""
-    transition(workflow_id, RunStatus.SUSPENDED, using=using)
+def suspend(
+    workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
+) -> None:
+    """Suspend a run: it stops on its owner and stays put until ``resume``.
+
+    ``reason`` and ``by`` are recorded as for :func:`cancel` (with either, the
+    run's error says ``"suspended by <by>: <reason>"``). ``WorkflowTerminalError``
+    when the run is already suspended or has finished.
+    """
+    operations.suspend(workflow_id, reason=reason, by=by, using=using)
 
 
-def resume(workflow_id: str, *, using: str | None = None) -> None:
+def resume(
+    workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
+) -> None:
     """Make a suspended run runnable again under a fresh claim epoch.
 
     Raises ``WorkflowClaimUnavailableError`` if a live engine holds the claim.
+    ``reason`` and ``by`` are logged as for :func:`cancel`.
     """
-    resume_run(workflow_id, using=using)
+    operations.resume(workflow_id, reason=reason, by=by, using=using)
 
 
-def purge(workflow_id: str, *, using: str | None = None) -> None:
-    """Delete a run and its history; its claim epoch is rotated, never reset."""
-    purge_run(workflow_id, using=using)
+def purge(
+    workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
+) -> None:
+    """Delete a run and its history; its claim epoch is rotated, never reset.
+
+    ``reason`` and ``by`` are logged as for :func:`cancel` (a user gets a
+    DELETION ``LogEntry``).
+    """
+    operations.purge(workflow_id, reason=reason, by=by, using=using)
 
 
 def result(workflow_id: str, timeout: float | None = None, *, using: str | None = None) -> Any:
@@ -243,8 +248,16 @@ class WorkflowHandle:
     id: str
     using: str | None = field(default=None, compare=False)
 
-    def signal(self, name: str, payload: Any = None, *, signal_id: str | None = None) -> None:
-        signal(self.id, name, payload, signal_id=signal_id, using=self.using)
+    def signal(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        reason: str | None = None,
+        by: Any = None,
+    ) -> None:
+        signal(self.id, name, payload, signal_id=signal_id, reason=reason, by=by, using=self.using)
 
     def update(
         self,
@@ -261,17 +274,17 @@ class WorkflowHandle:
     def query(self, name: str, *args: Any) -> Any:
         return updates.query(self.id, name, *args, using=self.using)
 
-    def cancel(self) -> None:
-        cancel(self.id, using=self.using)
+    def cancel(self, *, reason: str | None = None, by: Any = None) -> None:
+        cancel(self.id, reason=reason, by=by, using=self.using)
 
-    def suspend(self) -> None:
-        suspend(self.id, using=self.using)
+    def suspend(self, *, reason: str | None = None, by: Any = None) -> None:
+        suspend(self.id, reason=reason, by=by, using=self.using)
 
-    def resume(self) -> None:
-        resume(self.id, using=self.using)
+    def resume(self, *, reason: str | None = None, by: Any = None) -> None:
+        resume(self.id, reason=reason, by=by, using=self.using)
 
-    def purge(self) -> None:
-        purge(self.id, using=self.using)
+    def purge(self, *, reason: str | None = None, by: Any = None) -> None:
+        purge(self.id, reason=reason, by=by, using=self.using)
 
     def result(self, timeout: float | None = None) -> Any:
         return result(self.id, timeout, using=self.using)

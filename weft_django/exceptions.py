@@ -42,10 +42,27 @@ class WorkflowNotFoundError(WeftError, LookupError):
 
 
 class WorkflowTerminalError(WeftError):
-    def __init__(self, workflow_id: str, status: str) -> None:
+    """The run's status does not allow what was asked: it has finished (a signal,
+    an update, a cancel), or it is already in the status asked for.
+
+    ``wanted`` is the status a transition asked for (``"cancelled"``,
+    ``"suspended"``); without it the message is about input (signals, updates).
+    """
+
+    def __init__(self, workflow_id: str, status: str, wanted: str | None = None) -> None:
         self.workflow_id = workflow_id
         self.status = status
-        super().__init__(f"Workflow run {workflow_id!r} is {status}; it accepts no more input.")
+        self.wanted = wanted
+        if wanted is None:
+            message = f"Workflow run {workflow_id!r} is {status}; it accepts no more input."
+        elif wanted == status:
+            message = f"Workflow run {workflow_id!r} is already {status}."
+        else:
+            message = (
+                f"Workflow run {workflow_id!r} is {status}; a run that is {status} "
+                f"cannot be {wanted}."
+            )
+        super().__init__(message)
 
 
 class WorkflowNotSuspendedError(WeftError):

@@ -4,7 +4,9 @@
 
 An operator logs in, opens the overview, finds the worker's engine and the run
 it holds, sends the ``decision`` signal from the run page and watches the run
-complete. Screenshots go to ``WEFT_SCREENSHOT_DIR`` (default: the test's tmp
+complete; then cancels a held run from its run page and another from the run
+list, each through the cancel confirmation page with a reason, and finds both
+in the admin's "Recent actions". Screenshots go to ``WEFT_SCREENSHOT_DIR`` (default: the test's tmp
 dir); docs/img/ holds two of them. Without Chromium the test is skipped with
 the reason, except under CI (``CI=true``), where it fails.
 """
@@ -150,8 +152,84 @@ def test_operator_signals_a_held_run_from_the_admin(
     browser.execute_script("arguments[0].scrollIntoView();", timeline)
     browser.save_screenshot(str(shots / "admin-run-completed.png"))
     assert weft.result(run_id, timeout=0)["status"] == "approved"
+    # A completed run offers no operation.
+    assert browser.find_elements(By.CSS_SELECTOR, "#weft-operate .weft-no-operations")
+    assert not browser.find_elements(By.ID, "weft-signal-form")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".weft-cancel, .weft-suspend")
+
+    cancel_through_the_confirmation_pages(browser, live_server, workers, worker, shots)
     if os.environ.get("WEFT_SCREENSHOT_DOCS"):  # refresh docs/img/ from a run
         docs = Path(__file__).resolve().parents[2] / "docs" / "img"
         docs.mkdir(exist_ok=True)
         for name in ("admin-overview.png", "admin-run-signal.png"):
             shutil.copy(shots / name, docs / name)
+
+
+def cancel_through_the_confirmation_pages(
+    browser: Any, live_server: Any, workers: Any, worker: Any, shots: Path
+) -> None:
+    from django.contrib.admin.models import LogEntry
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    single, batch = "browser-order-2", "browser-order-3"
+    for run_id in (single, batch):
+        weft.start("orders.approve_order", 78, workflow_id=run_id)
+
+    def both_held() -> bool:
+        return (
+            Claim.objects.filter(pk__in=[single, batch], holder_id=worker.engine_id).count() == 2
+            and WorkflowRun.objects.filter(pk__in=[single, batch], status=RunStatus.WAITING).count()
+            == 2
+        )
+
+    wait_for(both_held, 60, what="two more runs to wait", on_timeout=workers.tails)
+
+    # From the run page: the cancel button opens the confirmation page.
+    browser.get(f"{live_server.url}/admin/weft_django/workflowrun/{single}/change/")
+    browser.find_element(By.CSS_SELECTOR, "#weft-operate .weft-cancel").click()
+    assert "weft-cancel-confirmation" in browser.find_element(By.TAG_NAME, "body").get_attribute(
+        "class"
+    )
+    listed = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "tr.weft-cancel-run td")]
+    assert listed[0] == single
+    assert WorkflowRun.objects.get(pk=single).status == RunStatus.WAITING  # nothing yet
+    browser.find_element(By.ID, "id_reason").send_keys("customer called")
+    browser.save_screenshot(str(shots / "admin-cancel-confirmation.png"))
+    browser.find_element(By.CSS_SELECTOR, "#weft-cancel-form .weft-confirm").click()
+    assert (
+        f"Cancelled 1 run(s): {single}"
+        in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
+    )
+    status = browser.find_element(By.CSS_SELECTOR, "#weft-owner .weft-run-status").text
+    assert status == "cancelled"
+    error = WorkflowRun.objects.get(pk=single).error
+    assert error["message"] == "cancelled by operator: customer called"
+
+    # From the run list: the action, then the same page.
+    browser.get(f"{live_server.url}/admin/weft_django/workflowrun/?q={batch}")
+    browser.find_element(By.CSS_SELECTOR, f'input.action-select[value="{batch}"]').click()
+    Select(browser.find_element(By.NAME, "action")).select_by_value("cancel_runs")
+    browser.find_element(By.NAME, "index").click()
+    assert browser.find_elements(By.CSS_SELECTOR, "body.weft-cancel-confirmation")
+    assert WorkflowRun.objects.get(pk=batch).status == RunStatus.WAITING
+    browser.find_element(By.ID, "id_reason").send_keys("stale")
+    browser.find_element(By.CSS_SELECTOR, "#weft-cancel-form .weft-confirm").click()
+    assert (
+        f"Cancelled 1 run(s): {batch}" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
+    )
+    assert WorkflowRun.objects.get(pk=batch).status == RunStatus.CANCELLED
+
+    # The audit trail: the operator's LogEntry rows, shown under "Recent actions".
+    entries = LogEntry.objects.order_by("pk").values_list(
+        "user__username", "object_id", "change_message"
+    )
+    assert list(entries) == [
+        ("operator", "browser-order-1", entries[0][2]),  # the signal sent above
+        ("operator", single, "Cancelled. Reason: customer called"),
+        ("operator", batch, "Cancelled. Reason: stale"),
+    ]
+    assert entries[0][2].startswith("Signalled with 'decision'")
+    browser.get(f"{live_server.url}/admin/")
+    recent = browser.find_element(By.ID, "recent-actions-module").text
+    assert f"orders.approve_order:{single}" in recent and f"orders.approve_order:{batch}" in recent

@@ -3,12 +3,14 @@
 Django's admin autodiscovery imports this package; it only re-exports and
 registers. As in ``django.contrib.admin`` itself the parts live apart:
 :mod:`.options` (engine-state ModelAdmins), :mod:`.runs` (runs and their
-history), :mod:`.views` (the overview, the engine and run pages),
-:mod:`.overview` and :mod:`.timeline` (what those pages show), :mod:`.actions`
-(batched, permission-gated actions), :mod:`.forms` (send-signal),
-:mod:`.filters`, :mod:`.scale` (capped counts, exact search) and
-:mod:`.display`.
-"""
+history), :mod:`.views` (the overview and the engine page), :mod:`.run_page`
+(the run page and its operations), :mod:`.overview` and :mod:`.timeline`
+(what those pages show), :mod:`.actions` (batched, permission-gated actions
+and the cancel / purge confirmation pages), :mod:`.permissions` (which
+permission each operation needs), :mod:`.forms` (send-signal, the reason
+field), :mod:`.filters`, :mod:`.scale` (capped counts, exact search) and
+:mod:`.display`. Every operation goes through :mod:`weft_django.operations`,
+which records it (a ``LogEntry`` for the operator, a log line)."""
 
 from .display import LEASE_STYLE, precise, render_lease_state
 from .filters import LeaseStateFilter

@@ -1,5 +1,8 @@
-"""The run page's send-signal form: a name and a JSON payload, validated before
-anything is stored (the signal itself goes through the public ``weft.signal``)."""
+"""The admin's forms: the run page's send-signal form (a name and a JSON payload,
+validated before anything is stored; the signal goes through
+:func:`weft_django.operations.signal`), and the optional reason every
+operation records (the action bar's, the confirmation pages' and the run
+page's)."""
 
 from __future__ import annotations
 
@@ -7,13 +10,37 @@ import json
 from typing import Any
 
 from django import forms
+from django.contrib.admin import helpers
 from django.utils.translation import gettext_lazy as _
 
 from ..exceptions import PayloadError
+from ..operations import MAX_REASON_LENGTH
 from ..runtime.payload import check_id, encode
 
 #: The largest payload the admin form accepts (the API's own limit may be higher).
 MAX_FORM_PAYLOAD_BYTES = 64 * 1024
+
+
+def reason_field() -> forms.CharField:
+    return forms.CharField(
+        label=_("Reason (optional)"),
+        max_length=MAX_REASON_LENGTH,
+        required=False,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text=_("Recorded with the operation: the run's history and the log."),
+    )
+
+
+class ReasonForm(forms.Form):
+    """The optional reason of an operation (confirmation pages, the run page)."""
+
+    reason = reason_field()
+
+
+class RunActionForm(helpers.ActionForm):
+    """The run list's action bar, with the optional reason the actions record."""
+
+    reason = reason_field()
 
 
 class SendSignalForm(forms.Form):
@@ -37,6 +64,7 @@ class SendSignalForm(forms.Form):
         strip=False,
         help_text=_("Makes a repeated submission a no-op."),
     )
+    reason = reason_field()
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]

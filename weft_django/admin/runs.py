@@ -1,10 +1,12 @@
 """The admin of runs and their history: capped counts, static filters, exact search.
 
-The run page (:class:`~.views.RunPageMixin`) shows a paginated timeline instead
+The run page (:class:`~.run_page.RunPageMixin`) shows a paginated timeline instead
 of inlines; changes are admin actions (:mod:`.actions`) and the run page's
-buttons, all through the public API. Permissions: ``operate_workflowrun`` for
-cancel / suspend / resume / send-signal, ``delete_workflowrun`` for purge (the
-table is never deleted from directly: Django's delete views stay off).
+buttons, all through :mod:`weft_django.operations` (audited). Permissions
+(:mod:`.permissions`): ``operate_workflowrun`` for suspend / resume /
+send-signal, ``operate_workflowrun`` and ``delete_workflowrun`` for cancel,
+``delete_workflowrun`` for purge (the table is never deleted from directly:
+Django's delete views stay off).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from ..ownership.leases import lease_state_expression
 from .actions import cancel_runs, purge_runs, resume_runs, suspend_runs
 from .display import admin_link, compact_json, engine_label, render_lease_state, request_cutoff
 from .filters import EventKindFilter, OwnerLeaseStateFilter, WorkflowNameFilter
+from .forms import RunActionForm
 from .options import ReadOnlyAdminMixin
+from .permissions import cancel_permission, operate_permission, purge_permission
+from .run_page import RunPageMixin
 from .scale import CappedCountMixin, ExactSearchMixin
-from .views import RunPageMixin
 
 
 @admin.register(WorkflowRun)
@@ -41,8 +45,10 @@ class WorkflowRunAdmin(
     """Runs with their owner from the claim table (one query for the whole page).
 
     Actions call the public API, so the epoch rotation of revocation applies;
-    ``permissions=["operate"]`` makes Django call :meth:`has_operate_permission`
-    and ``permissions=["purge"]`` :meth:`has_purge_permission`.
+    ``permissions=["operate"]`` makes Django call :meth:`has_operate_permission`,
+    ``["cancel"]`` :meth:`has_cancel_permission` and ``["purge"]``
+    :meth:`has_purge_permission`. The action bar has a reason field
+    (:class:`~.forms.RunActionForm`), recorded with each run's operation.
     """
 
     list_display = (
@@ -62,17 +68,22 @@ class WorkflowRunAdmin(
     search_help_text = _("Exact, case-sensitive run id, parent id or workflow name.")
     readonly_fields = ("owner_display", "claim_epoch_display", "owner_lease_display")
     actions = (cancel_runs, suspend_runs, resume_runs, purge_runs)
+    action_form = RunActionForm
     # Newest first (an index); sorting a million rows by another column, or by
     # the owner annotations, would be a full sort on every page.
     sortable_by = ("id",)
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Who may steer runs through the engine API: ``operate_workflowrun`` holders."""
-        return request.user.has_perm(f"{self.opts.app_label}.operate_{self.opts.model_name}")
+        """Who may suspend and resume runs: ``operate_workflowrun`` holders."""
+        return operate_permission(request)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        """Cancel is irreversible: ``operate_workflowrun`` and ``delete_workflowrun``."""
+        return cancel_permission(request)
 
     def has_purge_permission(self, request: HttpRequest) -> bool:
         """Purge is irreversible: it needs ``delete_workflowrun``."""
-        return request.user.has_perm(f"{self.opts.app_label}.delete_{self.opts.model_name}")
+        return purge_permission(request)
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
         cutoff_at = request_cutoff(request, get_settings().claim_timing)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, connections, transaction
@@ -38,12 +39,19 @@ def status_of(workflow_id: str, *, using: str | None = None) -> str:
     return status
 
 
-def deliver(workflow_id: str, row: Model, *, using: str | None = None) -> None:
+def deliver(
+    workflow_id: str,
+    row: Model,
+    *,
+    within: Callable[[], None] | None = None,
+    using: str | None = None,
+) -> None:
     """Store ``row`` (a signal or an update request) for a non-terminal run.
 
     One transaction: leave a wake hint on the run (raising ``WorkflowNotFoundError``
     or ``WorkflowTerminalError`` when it is missing or finished), insert the row
-    unless its id exists already (idempotent ids), ``NOTIFY`` the owner on commit.
+    unless its id exists already (idempotent ids), ``NOTIFY`` the owner on commit;
+    ``within`` runs last in that transaction.
     """
     using = db_for(using)
     # A deadlock with the owner's turn (MariaDB: the run row and the request
@@ -52,7 +60,7 @@ def deliver(workflow_id: str, row: Model, *, using: str | None = None) -> None:
     attempts = 1 if connections[using].in_atomic_block else DELIVER_ATTEMPTS
     for attempt in range(1, attempts + 1):
         try:
-            _deliver_once(workflow_id, row, using)
+            _deliver_once(workflow_id, row, using, within)
             return
         except DatabaseError as exc:
             if attempt == attempts or not is_retryable_conflict(exc):
@@ -60,7 +68,9 @@ def deliver(workflow_id: str, row: Model, *, using: str | None = None) -> None:
             time.sleep(random.uniform(0.005, 0.02) * attempt)
 
 
-def _deliver_once(workflow_id: str, row: Model, using: str) -> None:
+def _deliver_once(
+    workflow_id: str, row: Model, using: str, within: Callable[[], None] | None
+) -> None:
     with transaction.atomic(using=using):
         now = db_now(using)
         hinted = (
@@ -75,6 +85,8 @@ def _deliver_once(workflow_id: str, row: Model, using: str) -> None:
         row.created_at = now  # type: ignore[attr-defined]
         type(row)._default_manager.using(using).bulk_create([row], ignore_conflicts=True)
         notify(workflow_id, using=using)
+        if within is not None:
+            within()
 
 
 def close_open_requests(

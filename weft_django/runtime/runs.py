@@ -11,7 +11,7 @@ suspended run runnable again under a fresh epoch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -199,10 +199,25 @@ TRANSITIONS_FROM = {
 }
 
 
-def transition(workflow_id: str, status: RunStatus, *, using: str | None = None) -> None:
+#: A callable run inside an operator's transaction once its change is made (the
+#: audit record of :mod:`weft_django.operations`): if it raises, nothing is changed.
+Within = Callable[[], None]
+
+
+def transition(
+    workflow_id: str,
+    status: RunStatus,
+    *,
+    message: str | None = None,
+    within: Within | None = None,
+    using: str | None = None,
+) -> None:
     """Commit ``status`` (cancelled, suspended, timed_out) for a run from any process.
 
-    ``WorkflowTerminalError`` when the run's current status does not allow it.
+    ``message`` is the recorded error message of a cancelled or suspended run
+    (default: ``"cancelled by an operator"``, and none for suspended). ``within``
+    runs in the same transaction after the change. ``WorkflowTerminalError``
+    when the run's current status does not allow it.
     """
     using = db_for(using)
     with _operator_transaction(workflow_id, using):
@@ -213,14 +228,18 @@ def transition(workflow_id: str, status: RunStatus, *, using: str | None = None)
         now = db_now(using)
         error = None
         if status == RunStatus.CANCELLED:
-            error = {"type": status.title(), "message": f"{status} by an operator"}
+            error = {"type": status.title(), "message": message or f"{status} by an operator"}
+        elif message and status == RunStatus.SUSPENDED:
+            error = {"type": status.title(), "message": message}
         changed = (
             WorkflowRun.objects.using(using)
             .filter(pk=workflow_id, status__in=TRANSITIONS_FROM[status])
             .update(**ending_fields(status, now, error=error))
         )
         if changed != 1:
-            raise WorkflowTerminalError(workflow_id, status_of(workflow_id, using=using))
+            raise WorkflowTerminalError(
+                workflow_id, status_of(workflow_id, using=using), wanted=status
+            )
         parent_id = (
             WorkflowRun.objects.using(using)
             .filter(pk=workflow_id)
@@ -228,13 +247,16 @@ def transition(workflow_id: str, status: RunStatus, *, using: str | None = None)
             .first()
         )
         close_run(workflow_id, status, now=now, parent_id=parent_id or "", using=using)
+        if within is not None:
+            within()
 
 
-def resume_run(workflow_id: str, *, using: str | None = None) -> None:
+def resume_run(workflow_id: str, *, within: Within | None = None, using: str | None = None) -> None:
     """Make a suspended run runnable again under a fresh claim epoch.
 
     ``WorkflowNotSuspendedError`` when it is not suspended;
     ``WorkflowClaimUnavailableError`` if a live engine holds the claim.
+    ``within`` runs in the same transaction after the change.
     """
     using = db_for(using)
     with _operator_transaction(workflow_id, using):
@@ -260,15 +282,20 @@ def resume_run(workflow_id: str, *, using: str | None = None) -> None:
         )
         revoke_statement(using, workflow_id)
         notify(workflow_id, using=using)
+        if within is not None:
+            within()
 
 
-def purge_run(workflow_id: str, *, using: str | None = None) -> None:
-    """Delete a run and its history; its claim epoch is rotated, never reset."""
+def purge_run(workflow_id: str, *, within: Within | None = None, using: str | None = None) -> None:
+    """Delete a run and its history; its claim epoch is rotated, never reset.
+    ``within`` runs in the same transaction after the delete."""
     using = db_for(using)
     with _operator_transaction(workflow_id, using):
         status_of(workflow_id, using=using)
         revoke_statement(using, workflow_id)
         WorkflowRun.objects.using(using).filter(pk=workflow_id).delete()
+        if within is not None:
+            within()
 
 
 def expire_timed_out(*, limit: int = 500, using: str | None = None) -> list[str]:
