@@ -59,9 +59,31 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, level: str, owner: s
     return f"{level} `{prefix}{_signature(node)}`\n\n{_doc(node)}\n"
 
 
+def _field_doc(body: list[ast.stmt], index: int) -> str:
+    """The string literal right after a class-level annotation (its docstring), if any."""
+    following = body[index + 1] if index + 1 < len(body) else None
+    if (
+        isinstance(following, ast.Expr)
+        and isinstance(following.value, ast.Constant)
+        and isinstance(following.value.value, str)
+    ):
+        return ": " + " ".join(following.value.value.split())
+    return ""
+
+
 def _class(node: ast.ClassDef) -> str:
     bases = ", ".join(ast.unparse(base) for base in node.bases)
     out = [f"### class `{node.name}`" + (f" ({bases})" if bases else "") + "\n", _doc(node) + "\n"]
+    fields = [
+        f"- field `{node.name}.{item.target.id}: {ast.unparse(item.annotation)}`"
+        + _field_doc(node.body, index)
+        for index, item in enumerate(node.body)
+        if isinstance(item, ast.AnnAssign)
+        and isinstance(item.target, ast.Name)
+        and _public(item.target.id)
+    ]
+    if fields:
+        out.append("\n".join(fields) + "\n")
     for item in node.body:
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(item.name):
             if any(ast.unparse(d) == "property" for d in item.decorator_list):

@@ -122,7 +122,7 @@ def test_overview_shows_engines_stuck_claims_and_recent_trouble(admin_client: An
         "signal_poll",
         "update_poll",
     ]
-    assert "claimed: 2" in content and "renewed: 7" in content and "celery task" in content
+    assert "claimed: 2" in content and "renewed: 7" in content and "<td>celery</td>" in content
     assert [c.workflow_id for c in response.context["stuck_claims"]] == ["stuck-run"]
     assert run_url("stuck-run") in content
     assert [r.pk for r in response.context["suspended_runs"]] == ["susp-run"]

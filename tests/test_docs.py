@@ -24,3 +24,16 @@ def test_relative_links_resolve() -> None:
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_the_reference_lists_the_fields_of_handles_and_descriptions() -> None:
+    """``ChildHandle.id`` (and every dataclass field) is in docs/api.md, with the
+    string literal under the field as its description."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    assert (
+        "- field `ChildHandle.id: str`: The child run's id (``workflow_id``, or "
+        '``"<parent id>/child-<seq>"``).'
+    ) in text
+    assert "- field `WorkflowHandle.id: str`" in text
+    assert "- field `WorkflowDescription.parent_id: str`" in text
+    assert "_waiter" not in text  # private fields stay out

@@ -18,6 +18,8 @@ from weft_django.exceptions import (
 )
 
 PUBLIC_ERRORS = [
+    "WeftConfigurationError",
+    "WorkflowArgumentsError",
     "WorkflowNotRegisteredError",
     "WorkflowAlreadyExistsError",
     "WorkflowNotFoundError",
@@ -33,7 +35,11 @@ PUBLIC_ERRORS = [
     "EngineDeposedError",
     "OwnershipModeMismatchError",
 ]
-PUBLIC_WARNINGS = ["WeftWorkflowClaimLostWarning", "WeftWorkflowWakeDiscardedWarning"]
+PUBLIC_WARNINGS = [
+    "WeftSecondEngineWarning",
+    "WeftWorkflowClaimLostWarning",
+    "WeftWorkflowWakeDiscardedWarning",
+]
 
 
 @pytest.mark.parametrize("name", ["WeftError", *PUBLIC_ERRORS, *PUBLIC_WARNINGS])
@@ -129,6 +135,39 @@ def test_lookup_style_errors_carry_their_subject() -> None:
     assert failed.error == {"type": "ValueError", "message": "no"}
     assert "ValueError: no" in str(failed)
     assert weft_django.WorkflowFailedError("order-5").error == {}
+
+
+def test_workflow_arguments_error_is_a_type_error_with_the_binding_reason() -> None:
+    error = weft_django.WorkflowArgumentsError("shop.ship", "too many positional arguments")
+    assert isinstance(error, TypeError)
+    assert (error.name, error.reason) == ("shop.ship", "too many positional arguments")
+    assert str(error) == (
+        "Workflow 'shop.ship' cannot take these arguments: too many positional arguments."
+    )
+
+
+def test_failed_and_timed_out_runs_are_told_apart() -> None:
+    timed_out = weft_django.WorkflowFailedError(
+        "o-7", {"type": "TimedOut", "message": "execution timeout reached"}, status="timed_out"
+    )
+    assert timed_out.status == "timed_out"
+    assert str(timed_out) == "Workflow run 'o-7' timed out: its execution timeout passed."
+    assert str(weft_django.WorkflowFailedError("o-8", {"type": "failed"})) == (
+        "Workflow run 'o-8' failed."
+    )
+    assert str(weft_django.WorkflowFailedError("o-9", {"message": "gone"})) == (
+        "Workflow run 'o-9' failed: gone"
+    )
+
+
+def test_update_rejected_error_says_whether_the_handler_failed() -> None:
+    rejected = weft_django.UpdateRejectedError("u-1", "qty must be positive")
+    assert (rejected.status, str(rejected)) == (
+        "rejected",
+        "Update 'u-1' was rejected: qty must be positive",
+    )
+    failed = weft_django.UpdateRejectedError("u-2", "KeyError: 'x'", status="failed")
+    assert str(failed) == "Update 'u-2' failed in its handler: KeyError: 'x'"
 
 
 def test_non_determinism_error_fields() -> None:

@@ -1,8 +1,9 @@
 """weft_django: durable workflows for Django with fenced per-workflow ownership.
 
-``import weft_django as weft`` gives the whole public API (README.md). The
-verbs that touch the database are loaded on first use, so importing the
-package (as Django does while loading apps) never imports models.
+``import weft_django as weft`` gives the whole public API (README.md):
+``__all__``, grouped by use, and ``dir(weft_django)`` list it. The verbs that
+touch the database are loaded on first use, so importing the package (as
+Django does while loading apps) never imports models.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from .exceptions import (
     UpdateRejectedError,
     UpdateTimeoutError,
     WaitTimeoutError,
+    WeftConfigurationError,
     WeftError,
+    WeftSecondEngineWarning,
     WeftWorkflowClaimLostWarning,
     WeftWorkflowWakeDiscardedWarning,
     WorkflowAlreadyExistsError,
+    WorkflowArgumentsError,
     WorkflowBusyError,
     WorkflowCancelledError,
     WorkflowClaimUnavailableError,
@@ -80,6 +84,11 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(f"{__name__}.{module}"), name)
 
 
+def __dir__() -> list[str]:
+    """The public names (``__all__``), the lazily loaded verbs included."""
+    return sorted(__all__)
+
+
 __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     # Defining workflows
     "ChildHandle",
@@ -113,8 +122,10 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "UpdateRejectedError",
     "UpdateTimeoutError",
     "WaitTimeoutError",
+    "WeftConfigurationError",
     "WeftError",
     "WorkflowAlreadyExistsError",
+    "WorkflowArgumentsError",
     "WorkflowBusyError",
     "WorkflowCancelledError",
     "WorkflowClaimUnavailableError",
@@ -124,6 +135,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "WorkflowNotSuspendedError",
     "WorkflowTerminalError",
     # Warnings
+    "WeftSecondEngineWarning",
     "WeftWorkflowClaimLostWarning",
     "WeftWorkflowWakeDiscardedWarning",
 ]

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Q
+from django.db.transaction import TransactionManagementError
 
 from . import operations, updates
 from .exceptions import (
@@ -31,7 +32,7 @@ from .models import Claim, RunStatus, UpdateStatus, WorkflowRun, db_for
 from .ownership.locks import busy_as_typed_error
 from .runtime import registry
 from .runtime.payload import check_id, check_start_at, encode_call
-from .runtime.polling import NOT_YET, RESULT_BACKOFF, Poll
+from .runtime.polling import NOT_YET, RESULT_BACKOFF, Poll, check_timeout
 from .runtime.runs import IGNORE_DUPLICATE_VENDORS, insert_new_run, new_run
 from .runtime.wakeups import notify
 
@@ -47,10 +48,14 @@ def start(
     """Start a run of a registered workflow; returns once the run is stored.
 
     ``workflow_id``, ``start_at`` and ``using`` are this function's own; every
-    other keyword argument goes to the workflow.
+    other keyword argument goes to the workflow. The workflow must be registered
+    in the calling process (``WorkflowNotRegisteredError``); the arguments are
+    bound against its function's signature, ``ctx`` left out, and arguments it
+    cannot take raise ``WorkflowArgumentsError`` with nothing stored.
     """
     alias = db_for(using)
     definition = registry.resolve(workflow)
+    definition.check_arguments(args, kwargs)
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     start_at = check_start_at(start_at)
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
@@ -152,8 +157,18 @@ def purge(
 
 
 def result(workflow_id: str, timeout: float | None = None, *, using: str | None = None) -> Any:
-    """Block until the run is terminal; return its result or raise its failure."""
-    runs = WorkflowRun.objects.using(db_for(using))
+    """Block until the run is terminal; return its result or raise its failure.
+
+    ``timeout`` is how long to wait (None: as long as it takes; 0: look once);
+    past it, ``TimeoutError``. A cancelled run raises ``WorkflowCancelledError``,
+    a failed or timed-out one ``WorkflowFailedError``. Inside
+    ``transaction.atomic()`` a run that is not finished yet raises
+    ``TransactionManagementError`` at once (unless ``timeout=0``): the wait
+    could only time out, as for ``update()``.
+    """
+    alias = db_for(using)
+    runs = WorkflowRun.objects.using(alias)
+    timeout = check_timeout(timeout)
     last_status = ""
 
     def check() -> Any:
@@ -167,12 +182,30 @@ def result(workflow_id: str, timeout: float | None = None, *, using: str | None 
         if status == RunStatus.CANCELLED:
             raise WorkflowCancelledError(workflow_id)
         if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
-            raise WorkflowFailedError(workflow_id, error or {"type": status})
+            raise WorkflowFailedError(workflow_id, error or {"type": status}, status=status)
         last_status = status
         return NOT_YET
 
+    if (timeout is None or timeout > 0) and connections[alias].in_atomic_block:
+        answer = check()
+        if answer is not NOT_YET:
+            return answer
+        raise TransactionManagementError(
+            f"weft.result() cannot wait for workflow run {workflow_id!r} (still "
+            f"{last_status}) inside transaction.atomic(): this transaction may hold what "
+            "the run needs (its start, a signal) and, depending on the database's "
+            "isolation level, may never see the run finish, so the wait could only time "
+            "out. Call it outside the atomic block (for a view under ATOMIC_REQUESTS, "
+            "decorate it with @transaction.non_atomic_requests), or pass timeout=0 to "
+            "look once."
+        )
     poll: Poll[Any] = Poll(check, timeout=timeout, backoff=RESULT_BACKOFF)
-    return poll.wait(lambda: TimeoutError(f"Workflow run {workflow_id!r} is still {last_status}."))
+    return poll.wait(
+        lambda: TimeoutError(
+            f"Workflow run {workflow_id!r} is still {last_status} after the {timeout:g} s "
+            "timeout; call result() again to wait longer."
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -264,7 +297,7 @@ class WorkflowHandle:
         name: str,
         payload: Any = None,
         *,
-        timeout: float = 30.0,
+        timeout: float | None = 30.0,
         update_id: str | None = None,
     ) -> Any:
         return updates.update(

@@ -29,6 +29,16 @@ class WorkflowNotRegisteredError(WeftError, LookupError):
         )
 
 
+class WorkflowArgumentsError(WeftError, TypeError):
+    """``start`` or ``ctx.start_child`` got arguments the workflow function cannot
+    take (checked against its signature, ``ctx`` left out); nothing was stored."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"Workflow {name!r} cannot take these arguments: {reason}.")
+
+
 class WorkflowAlreadyExistsError(WeftError):
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
@@ -96,11 +106,24 @@ class WorkflowBusyError(StoreBusyError):
 
 
 class WorkflowFailedError(WeftError):
-    def __init__(self, workflow_id: str, error: dict[str, Any] | None = None) -> None:
+    """The run ended ``failed`` or ``timed_out`` (``status``); ``error`` is what it stored."""
+
+    def __init__(
+        self, workflow_id: str, error: dict[str, Any] | None = None, *, status: str = "failed"
+    ) -> None:
         self.workflow_id = workflow_id
         self.error = error or {}
-        detail = f"{self.error.get('type', 'Error')}: {self.error.get('message', '')}"
-        super().__init__(f"Workflow run {workflow_id!r} failed: {detail}")
+        self.status = status
+        if status == "timed_out":
+            text = f"Workflow run {workflow_id!r} timed out: its execution timeout passed."
+        else:
+            kind = str(self.error.get("type") or "")
+            message = str(self.error.get("message") or "")
+            detail = f"{kind}: {message}" if kind and message else message or kind
+            if detail == status:
+                detail = ""  # no error was stored, only the status
+            text = f"Workflow run {workflow_id!r} failed" + (f": {detail}" if detail else ".")
+        super().__init__(text)
 
 
 class WorkflowCancelledError(WeftError):
@@ -124,10 +147,15 @@ class UpdateTimeoutError(WeftError, TimeoutError):
 
 
 class UpdateRejectedError(WeftError):
-    def __init__(self, update_id: str, message: str) -> None:
+    """The update was not applied (its validator refused it, no handler or waiter
+    takes its name) or, with ``status == "failed"``, its handler raised."""
+
+    def __init__(self, update_id: str, message: str, *, status: str = "rejected") -> None:
         self.update_id = update_id
         self.message = message
-        super().__init__(f"Update {update_id!r} was rejected: {message}")
+        self.status = status
+        outcome = "failed in its handler" if status == "failed" else "was rejected"
+        super().__init__(f"Update {update_id!r} {outcome}: {message}")
 
 
 class NonDeterminismError(WeftError):

@@ -38,9 +38,13 @@ ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
 
 
 class EngineKind(models.TextChoices):
-    WORKER = "worker", _("weft_worker")
-    CELERY = "celery", _("celery task")
-    TEST = "test", _("test driver")
+    """What hosts an engine; each label is its value, the one word used everywhere
+    (admin, ``weft_marker``, docs): ``worker`` is a ``manage.py weft_worker``
+    process, ``celery`` a Celery beat task's pass, ``test`` the test driver."""
+
+    WORKER = "worker", _("worker")
+    CELERY = "celery", _("celery")
+    TEST = "test", _("test")
     OTHER = "other", _("other")
 
 

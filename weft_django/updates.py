@@ -50,8 +50,14 @@ def update(
 ) -> Any:
     """Send an update into a running workflow and return its handler's result.
 
-    ``timeout`` is how long to wait for the answer (None: as long as it takes;
-    0: store the request and return at once unless it is already answered).
+    ``timeout`` is how long to wait for the answer (None: as long as it takes).
+    Past it, ``UpdateTimeoutError``: the request stays stored and its
+    ``update_id`` collects the answer later. ``timeout=0`` stores the request
+    and looks for the answer once: it returns the answer when there is one
+    (a repeated ``update_id``), else raises ``UpdateTimeoutError`` at once.
+    Inside ``transaction.atomic()`` only ``timeout=0`` is allowed for a new
+    request, and its ``UpdateTimeoutError`` must be caught inside the block, or
+    the block rolls back and the request with it.
     """
     using = db_for(using)
     timeout = check_timeout(timeout)
@@ -76,8 +82,10 @@ def update(
                 "workflow's owner sees the request only once this transaction commits, so "
                 "the wait could only time out. Call it outside the atomic block (for a view "
                 "under ATOMIC_REQUESTS, decorate it with @transaction.non_atomic_requests), "
-                "or pass timeout=0 to store the request with this transaction and collect "
-                "the answer later by calling update() again with its update_id."
+                "or pass timeout=0 to store the request with this transaction: it raises "
+                "UpdateTimeoutError at once, which you catch inside the atomic block (else "
+                "the block rolls back, the request with it); its update_id collects the "
+                "answer later, by calling update() again outside the transaction."
             )
         update_id = update_id or uuid.uuid4().hex
         with busy_as_typed_error():
@@ -110,6 +118,8 @@ def wait_for_response(
             if (error or {}).get("type") == "WorkflowTerminal" and run_status in TERMINAL_STATUSES:
                 # Never applied: the run ended first (its terminal commit refused it).
                 raise WorkflowTerminalError(workflow_id, run_status)
+            if status == UpdateStatus.FAILED:  # applied, and its handler raised
+                raise UpdateRejectedError(update_id, _describe(error), status=status)
             raise UpdateRejectedError(update_id, (error or {}).get("message", status))
         if run_status in TERMINAL_STATUSES:
             raise WorkflowTerminalError(workflow_id, run_status)
@@ -118,6 +128,14 @@ def wait_for_response(
     wait = None if timeout is None else max(timeout, 0.0)
     poll: Poll[Any] = Poll(check, timeout=wait, backoff=UPDATE_BACKOFF)
     return poll.wait(lambda: UpdateTimeoutError(update_id))
+
+
+def _describe(error: dict[str, Any] | None) -> str:
+    """A handler's stored exception as ``Type: message``."""
+    error = error or {}
+    kind = str(error.get("type") or "Error")
+    message = str(error.get("message") or "")
+    return f"{kind}: {message}" if message else kind
 
 
 def query(workflow_id: str, name: str, *args: Any, using: str | None = None) -> Any:

@@ -140,7 +140,8 @@ def test_result_of_a_failed_run(driver: WorkflowDriver) -> None:
     assert "Traceback" in caught.value.error["traceback"]
 
 
-def test_result_times_out_while_the_run_is_not_terminal(db: None) -> None:
+def test_result_times_out_while_the_run_is_not_terminal(transactional_db: None) -> None:
+    """Outside a transaction (inside one, see test_result_in_a_transaction.py)."""
     weft.start("tests.echo", workflow_id="a5")
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="still pending"):

@@ -102,3 +102,29 @@ def test_child_already_finished_when_the_parent_asks(make_engine: Callable[..., 
     assert weft.result("p6", timeout=0) == {"child": "p6/child-0", "result": 102}
     # Replay did not start a second child.
     assert WorkflowRun.objects.filter(parent_id="p6").count() == 1
+
+
+def test_the_handle_gives_the_child_id_and_it_counts_every_history_event(
+    driver: WorkflowDriver,
+) -> None:
+    """``<parent>/child-<seq>``: ``seq`` is the child_start event's position in the
+    parent's history, which holds a wait's marker only when that wait parked. The
+    same code gives different ids, so ``handle.id`` is how to know it."""
+    weft.start("tests.child_after_wait", workflow_id="ids-parked")
+    driver.run_until_idle()  # parks on the signal wait: marker at 0
+    weft.signal("ids-parked", "go")
+    driver.run_until_idle()
+    assert weft.result("ids-parked", timeout=0) == {"child": "ids-parked/child-2", "result": 101}
+    assert kinds("ids-parked")[:3] == [
+        ("wait", "signal:go"),
+        ("signal", "go"),
+        ("child_start", "tests.child_add"),
+    ]
+
+    weft.start("tests.child_after_wait", workflow_id="ids-ready")
+    weft.signal("ids-ready", "go")  # there before the first turn: the wait never parks
+    driver.run_until_idle()
+    assert weft.result("ids-ready", timeout=0) == {"child": "ids-ready/child-1", "result": 101}
+    for parent in ("ids-parked", "ids-ready"):
+        child_id = weft.result(parent, timeout=0)["child"]
+        assert WorkflowRun.objects.get(pk=child_id).parent_id == parent

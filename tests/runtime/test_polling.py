@@ -54,7 +54,7 @@ def test_poll_raises_what_on_timeout_makes() -> None:
 def test_result_and_update_refuse_a_timeout_that_would_never_end(
     driver: object, value: float
 ) -> None:
-    handle = weft.start("tests.collect_signals", workflow_id="never")
+    handle = weft.start("tests.collect_signals", "x", 1, workflow_id="never")
     with pytest.raises(ValueError, match="finite"):
         handle.result(timeout=value)
     with pytest.raises(ValueError, match="finite"):

@@ -76,7 +76,7 @@ def test_unstorable_text_is_refused_before_anything_is_stored(payload: object) -
     with pytest.raises(weft.PayloadError, match="cannot store"):
         weft.signal("pe-sig", "s", payload)
     with pytest.raises(weft.PayloadError, match="cannot store"):
-        weft.start("tests.step_returns_nul", payload, workflow_id="pe-arg")
+        weft.start("tests.echo", payload, workflow_id="pe-arg")
     assert not weft.get_handle("pe-sig").describe().pending_signals
 
 

@@ -28,6 +28,7 @@ from weft_django import (
     RetryPolicy,
     StepFailedError,
     WaitTimeoutError,
+    WorkflowArgumentsError,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
@@ -202,6 +203,26 @@ def parent(ctx: Context, child: str, *args: Any, child_id: str | None = None) ->
     except WorkflowCancelledError:
         return {"child": handle.id, "cancelled": True}
     return {"child": handle.id, "result": value}
+
+
+@weft.workflow(name="tests.child_after_wait")
+def child_after_wait(ctx: Context) -> dict[str, Any]:
+    """Starts a child after a signal wait: the child's default id depends on whether
+    the wait parked (it then left a marker in history before the child_start)."""
+    ctx.wait_for_signal("go")
+    handle = ctx.start_child("tests.child_add", 1)
+    return {"child": handle.id, "result": handle.result()}
+
+
+@weft.workflow(name="tests.parent_catches_bad_arguments")
+def parent_catches_bad_arguments(ctx: Context) -> dict[str, Any]:
+    """Starts a child with arguments it cannot take, catches the error, then a good one."""
+    try:
+        ctx.start_child("tests.child_add", 1, 2)
+    except WorkflowArgumentsError as exc:
+        refused = str(exc)
+    handle = ctx.start_child("tests.child_add", 3)
+    return {"refused": refused, "child": handle.id, "result": handle.result()}
 
 
 @weft.workflow(name="tests.parent_bad_child")

@@ -370,8 +370,14 @@ class Context:
         workflow_id: str | None = None,
         **kwargs: Any,
     ) -> ChildHandle:
-        """Start a child run (committed with this run's history) and return its handle."""
+        """Start a child run (committed with this run's history) and return its handle.
+
+        Its id (``handle.id``) is ``workflow_id`` or ``"<this run's id>/child-<seq>"``,
+        ``seq`` the position of its event in this run's history (docs/workflows.md).
+        Arguments the child cannot take raise ``WorkflowArgumentsError``, nothing recorded.
+        """
         definition = resolve(workflow)
+        definition.check_arguments(args, kwargs)  # on replay too: it never takes a seq
         recorded = self._replay.take("child_start", definition.name)
         if recorded is not None:
             if recorded.error is not None:
@@ -404,4 +410,6 @@ class Context:
             return outcome.get("result")
         if status == "cancelled":
             raise WorkflowCancelledError(child_id)
-        raise WorkflowFailedError(child_id, outcome.get("error") or {"type": status})
+        raise WorkflowFailedError(
+            child_id, outcome.get("error") or {"type": status}, status=str(status)
+        )

@@ -36,9 +36,14 @@ class Update:
 
 @dataclass
 class ChildHandle:
-    """A child workflow started with ``ctx.start_child``."""
+    """A child workflow started with ``ctx.start_child``.
+
+    ``id`` is the child run's id: what ``weft.signal``, ``weft.describe`` and the
+    other verbs take. It is the same on every replay of the parent.
+    """
 
     id: str
+    """The child run's id (``workflow_id``, or ``"<parent id>/child-<seq>"``)."""
     _waiter: Callable[[str, float | timedelta | None], Any] = field(repr=False)
 
     def result(self, timeout: float | timedelta | None = None) -> Any:

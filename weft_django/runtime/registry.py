@@ -8,13 +8,21 @@ Celery) knows the same names.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ..exceptions import WeftConfigurationError, WorkflowNotRegisteredError
+from ..exceptions import (
+    WeftConfigurationError,
+    WorkflowArgumentsError,
+    WorkflowNotRegisteredError,
+)
+
+#: Stands for the ``ctx`` argument when a call is bound against a signature.
+_CTX = object()
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,21 @@ class WorkflowDefinition:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    def check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """``WorkflowArgumentsError`` unless ``fn(ctx, *args, **kwargs)`` binds.
+
+        The call is bound as the engine makes it, a placeholder in ``ctx``'s place.
+        A function whose signature cannot be read (some builtins) is not checked.
+        """
+        try:
+            signature = inspect.signature(self.fn)
+        except (TypeError, ValueError):
+            return
+        try:
+            signature.bind(_CTX, *args, **kwargs)
+        except TypeError as exc:
+            raise WorkflowArgumentsError(self.name, str(exc)) from None
 
 
 _lock = threading.Lock()
