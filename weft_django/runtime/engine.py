@@ -30,7 +30,7 @@ from . import registry
 from .backoff import RunBackoff
 from .context import Context
 from .payload import encode, error_info
-from .port import Abandon, Event, Park
+from .port import HALTED, Abandon, Event, Park
 from .prefetch import FirstTurnReads
 from .replay import Replay
 from .runs import load_run
@@ -43,6 +43,14 @@ logger = logging.getLogger("weft_django.engine")
 TICK_CLOCK_MAX_AGE = 1.0
 
 
+def _described(error: BaseException) -> str:
+    """``Type: message`` of a run's error, on one line, for a log line."""
+    message = " ".join(str(error).split())
+    if len(message) > 500:
+        message = message[:500] + "..."
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
 class TurnOutcome(enum.StrEnum):
     """How one turn of a run ended."""
 
@@ -53,6 +61,7 @@ class TurnOutcome(enum.StrEnum):
     SUSPENDED = "suspended"  # nondeterminism: blocked with the error shown
     DEPOSED = "deposed"
     ABANDONED = "abandoned"  # stopping, or a database error: the claim is kept
+    HALTED = "halted"  # the host's shutdown grace ended: stopped at a ctx operation
     NOT_HELD = "not_held"
     BUSY = "busy"
     MISSING = "missing"
@@ -96,6 +105,9 @@ class WorkflowEngine:
         self.time_offset = timedelta(0)
         self.ownership = ownership_for(self.engine_id, self.settings, using=self.using, clock=clock)
         self.stopping = threading.Event()
+        #: Set when a stopping host's grace is over: each running turn stops at its
+        #: next ``ctx`` operation (:meth:`halt`).
+        self.halted = threading.Event()
         self.backoff = RunBackoff()
         self.started = False
         self._lock = threading.Lock()
@@ -117,6 +129,14 @@ class WorkflowEngine:
         self.ownership.dispose()
         if self.started:
             mark_disposing(self.engine_id, using=self.using)
+
+    def halt(self) -> None:
+        """Stop the running turns at their next ``ctx`` operation: nothing more is
+        recorded, nothing is counted as a failure, the claims are kept (for the
+        host's :meth:`shutdown` to release) and the runs resume from their last
+        checkpoint on whichever engine drives them next."""
+        self.stopping.set()
+        self.halted.set()
 
     def shutdown(self) -> int:
         """Release every claim (epoch unchanged) and mark the engine stopped."""
@@ -195,6 +215,11 @@ class WorkflowEngine:
         with self._lock:
             return len(self._in_flight)
 
+    def in_flight_ids(self) -> frozenset[str]:
+        """The runs with a turn running now (a snapshot)."""
+        with self._lock:
+            return frozenset(self._in_flight)
+
     def drive(self, run_id: str) -> TurnOutcome:
         """Run one turn of a run this engine holds.
 
@@ -245,7 +270,7 @@ class WorkflowEngine:
         except (Abandon, DatabaseError) as exc:
             logger.error("could not suspend %s after %d refusals: %s", run_id, count, exc)
             return False
-        logger.error("suspended %s: %s", run_id, info["message"])
+        logger.warning("run %s suspended: %s", run_id, info["message"])
         self.backoff.succeeded(run_id)
         return True
 
@@ -280,6 +305,11 @@ class WorkflowEngine:
                     [],
                     RunStatus.TIMED_OUT,
                     error={"type": "TimedOut", "message": "execution timeout reached"},
+                )
+                logger.warning(
+                    "run %s (%s) timed out: its execution timeout was reached",
+                    run_id,
+                    definition.name,
                 )
                 return TurnOutcome.TIMED_OUT
             return self._execute(turn, run)
@@ -324,8 +354,13 @@ class WorkflowEngine:
         if replay.poisoned is None:
             replay.check_replayed_to_end(failure)
         if replay.poisoned is not None:
-            logger.error("%s", replay.poisoned)
             turn.finish([], RunStatus.SUSPENDED, error=error_info(replay.poisoned))
+            logger.warning(
+                "run %s (%s) suspended: %s",
+                turn.run_id,
+                turn.definition.name,
+                _described(replay.poisoned),
+            )
             return TurnOutcome.SUSPENDED
         if failure is None:
             try:
@@ -334,6 +369,9 @@ class WorkflowEngine:
                 failure = exc
         if failure is not None:
             turn.finish(replay.take_buffer(), RunStatus.FAILED, error=error_info(failure))
+            logger.warning(
+                "run %s (%s) failed: %s", turn.run_id, turn.definition.name, _described(failure)
+            )
             return TurnOutcome.FAILED
         turn.finish(replay.take_buffer(), RunStatus.COMPLETED, result=result)
         return TurnOutcome.COMPLETED
@@ -346,6 +384,9 @@ class WorkflowEngine:
             return TurnOutcome.DEPOSED
         if abandoned.reason == "database":
             return self._failed_on_database(run_id, abandoned.cause)
+        if abandoned.reason == HALTED:
+            logger.info("turn of %s stopped at its next operation (shutdown grace over)", run_id)
+            return TurnOutcome.HALTED
         return TurnOutcome.ABANDONED
 
     def claim_and_drive(self, run_id: str) -> TurnOutcome | ClaimResult:

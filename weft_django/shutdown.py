@@ -1,0 +1,116 @@
+"""A stopping worker's running turns: the shutdown grace, then a halt (docs/operations.md).
+
+After SIGTERM (``Worker.stop()``) the worker takes no new claim and starts no
+queued turn; the turns already running get ``--shutdown-grace`` seconds to end
+on their own. Past it the engine is *halted*: each turn still running stops
+at its next ``ctx`` operation (step, sleep, wait, ...), recording nothing
+more and leaving its run resumable from its last checkpoint. A turn blocked
+inside workflow code never reaches one: after :data:`HALT_WAIT` more seconds
+the worker goes on without it (its claim is released with the others, or,
+when that turn's open transaction holds the claim's lock, left to expire),
+and the process exits with the thread still in that code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from .ownership.locks import PASS_LOCK_WAIT, bounded_lock_wait
+from .pool import TurnPool
+from .runtime.engine import WorkflowEngine
+from .supervision import safely
+from .worker_logs import summarize
+
+logger = logging.getLogger("weft_django.worker")
+
+#: Seconds the halted turns get to reach their next ``ctx`` operation.
+HALT_WAIT = 1.0
+#: How often the drain looks at the running turns.
+POLL = 0.02
+
+
+@dataclass
+class Drained:
+    """What the drain saw: the turns that ended within the grace (count), those
+    stopped by the halt, and those still running after it."""
+
+    finished: int = 0
+    halted: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+
+
+def _wait(engine: WorkflowEngine, deadline: float) -> None:
+    while engine.in_flight and time.monotonic() < deadline:
+        time.sleep(POLL)
+
+
+def drain(engine: WorkflowEngine, pool: TurnPool, *, grace: float, since: float) -> Drained:
+    """Let the running turns end within ``grace`` seconds of ``since`` (monotonic,
+    when the stop was asked for), then halt the rest; returns what happened."""
+    pool.close()  # queued turns never start
+    running = engine.in_flight_ids()
+    _wait(engine, since + grace)
+    left = engine.in_flight_ids()
+    result = Drained(finished=len(running - left))
+    if not left:
+        return result
+    engine.halt()
+    _wait(engine, time.monotonic() + HALT_WAIT)
+    stuck = engine.in_flight_ids()
+    result.halted = sorted(left - stuck)
+    result.stuck = sorted(stuck)
+    if result.halted:
+        logger.info(
+            "stopped %d turn(s) at their next operation after the %gs shutdown grace: %s "
+            "(nothing more recorded; each resumes from its last checkpoint)",
+            len(result.halted),
+            grace,
+            summarize(result.halted),
+        )
+    if result.stuck:
+        logger.warning(
+            "%d turn(s) did not reach a ctx operation within %gs of the end of the %gs "
+            "shutdown grace (blocked inside workflow code): %s. The process exits without "
+            "them; whatever they do from here is never recorded, and the worker that "
+            "drives their run next runs the interrupted step again",
+            len(result.stuck),
+            HALT_WAIT,
+            grace,
+            summarize(result.stuck),
+        )
+    return result
+
+
+def _release(engine: WorkflowEngine, blocked: bool) -> int:
+    if not blocked:
+        return engine.shutdown()
+    # A blocked turn may hold its claim's lock in an open transaction (a
+    # transactional step): the release must not wait for it. Past the bounded
+    # wait nothing is released and the lease runs out instead.
+    with transaction.atomic(using=engine.using), bounded_lock_wait(engine.using, PASS_LOCK_WAIT):
+        return engine.shutdown()
+
+
+def release_and_stop(engine: WorkflowEngine, *, blocked: bool) -> int | None:
+    """Release every claim ``engine`` holds (epochs unchanged), mark it stopped and
+    say so; ``blocked``: turns are still blocked in workflow code. Returns how many
+    claims were released, None when that failed (logged)."""
+    held = sorted(engine.ownership.claims.held)
+    released: int | None = safely("shutdown", lambda: _release(engine, blocked))
+    if released is None:
+        logger.warning(
+            "weft worker %s stopped without releasing its claims (see above): other "
+            "workers take them over once its lease has expired (CLAIM_TTL %gs)",
+            engine.engine_id,
+            engine.ownership.timing.ttl,
+        )
+        return None
+    listed = f": {summarize(held)}" if released and len(held) == released else ""
+    logger.info(
+        "weft worker %s stopped; released %d claim(s)%s", engine.engine_id, released, listed
+    )
+    return released
