@@ -22,7 +22,6 @@ from django.db import transaction
 from .ownership.locks import PASS_LOCK_WAIT, bounded_lock_wait
 from .pool import TurnPool
 from .runtime.engine import WorkflowEngine
-from .supervision import safely
 from .worker_logs import summarize
 
 logger = logging.getLogger("weft_django.worker")
@@ -35,8 +34,8 @@ POLL = 0.02
 
 @dataclass
 class Drained:
-    """What the drain saw: the turns that ended within the grace (count), those
-    stopped by the halt, and those still running after it."""
+    """What the drain saw: how many turns ended on their own, the runs whose turn
+    the halt stopped, and those whose turn was still running after it."""
 
     finished: int = 0
     halted: list[str] = field(default_factory=list)
@@ -61,8 +60,9 @@ def drain(engine: WorkflowEngine, pool: TurnPool, *, grace: float, since: float)
     engine.halt()
     _wait(engine, time.monotonic() + HALT_WAIT)
     stuck = engine.in_flight_ids()
-    result.halted = sorted(left - stuck)
+    result.halted = sorted(engine.halted_runs())
     result.stuck = sorted(stuck)
+    result.finished += len(left - stuck) - len(result.halted)  # ended on their own meanwhile
     if result.halted:
         logger.info(
             "stopped %d turn(s) at their next operation after the %gs shutdown grace: %s "
@@ -100,13 +100,18 @@ def release_and_stop(engine: WorkflowEngine, *, blocked: bool) -> int | None:
     say so; ``blocked``: turns are still blocked in workflow code. Returns how many
     claims were released, None when that failed (logged)."""
     held = sorted(engine.ownership.claims.held)
-    released: int | None = safely("shutdown", lambda: _release(engine, blocked))
-    if released is None:
+    try:
+        released = _release(engine, blocked)
+    except Exception as exc:
+        timing = engine.ownership.timing
         logger.warning(
-            "weft worker %s stopped without releasing its claims (see above): other "
-            "workers take them over once its lease has expired (CLAIM_TTL %gs)",
+            "weft worker %s stopped without releasing its claims (%s: %s); other workers "
+            "take them over once its lease has run out, within CLAIM_TTL + 3 x "
+            "CLAIM_RENEW_INTERVAL = %gs",
             engine.engine_id,
-            engine.ownership.timing.ttl,
+            type(exc).__name__,
+            " ".join(str(exc).split()),
+            timing.ttl + 3 * timing.renew_interval,
         )
         return None
     listed = f": {summarize(held)}" if released and len(held) == released else ""

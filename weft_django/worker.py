@@ -201,7 +201,12 @@ class Worker:
             if self._signals_seen > 1:
                 logger.warning("second signal: exiting at once")
                 os._exit(130)
-            logger.info("signal %s: shutting down gracefully", signal.Signals(signum).name)
+            logger.info(
+                "signal %s: shutting down gracefully; running turns get up to %gs "
+                "(--shutdown-grace)",
+                signal.Signals(signum).name,
+                self.shutdown_grace,
+            )
             self.stop()
 
         signal.signal(signal.SIGTERM, handle)

@@ -20,7 +20,14 @@ from django.db import connection
 
 import weft_django as weft
 from tests.integration.itapp.models import StepExecution
-from tests.integration.queries import all_completed, holder, naps, owner_pid, statuses
+from tests.integration.queries import (
+    all_completed,
+    duplicates,
+    holder,
+    naps,
+    owner_pid,
+    statuses,
+)
 from weft_django.models import Claim, RunStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -160,3 +167,40 @@ def test_shutdown_grace_stops_turns_at_their_next_operation(workers, wait):
     counts = Counter(marks.values_list("step", flat=True))
     assert len(counts) == 400
     assert {step: n for step, n in counts.items() if n != 1} == {}
+
+
+def _idle_in_transaction() -> bool:
+    """Another session of the test database sits inside an open transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND state = 'idle in transaction' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.postgres
+def test_a_turn_blocked_in_a_transactional_step_leaves_the_claims_to_expire(workers, wait):
+    blocked = workers.start("blocked", args=["--shutdown-grace", f"{GRACE:g}"])
+    weft.start("it.txn_hold", 60, workflow_id="txn-1")
+    wait(lambda: holder("txn-1") == blocked.engine_id, 30, what="txn-1 to be held")
+    wait(_idle_in_transaction, 30, what="the transactional step to hold its transaction")
+
+    signalled_at = blocked.send(signal.SIGTERM)
+    assert blocked.wait(GRACE + 20) == 0
+    took = time.monotonic() - signalled_at
+    log = blocked.log()
+    print(f"exited {took:.2f}s after SIGTERM (grace {GRACE:g}s)")
+    assert "1 turn(s) did not reach a ctx operation" in log and "txn-1" in log, log
+    assert "stopped without releasing its claims" in log, log
+    # The release waited for the blocked step's lock at most PASS_LOCK_WAIT: the
+    # grace, the halt's second, that wait, and a margin.
+    assert took <= GRACE + 1 + 1 + 2.5, log
+    assert holder("txn-1") == blocked.engine_id  # not released: taken over once expired
+
+    rescuer = workers.start("rescuer")
+    wait(lambda: all_completed(["txn-1"]), 60, what="txn-1 to complete on the rescuer")
+    epoch = weft.describe("txn-1").epoch
+    line = f"took over run txn-1 from engine {blocked.engine_id} at epoch {epoch}"
+    wait(lambda: line in rescuer.log(), 10, what="the takeover's log line")
+    assert duplicates(["txn-1"]) == {}

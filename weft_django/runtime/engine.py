@@ -112,6 +112,7 @@ class WorkflowEngine:
         self.started = False
         self._lock = threading.Lock()
         self._in_flight: set[str] = set()
+        self._halted_runs: set[str] = set()
         self.first_turns = FirstTurnReads(self.using)
         self._tick_clock = SteadyClock(lambda: db_now(self.using), TICK_CLOCK_MAX_AGE)
 
@@ -219,6 +220,11 @@ class WorkflowEngine:
         """The runs with a turn running now (a snapshot)."""
         with self._lock:
             return frozenset(self._in_flight)
+
+    def halted_runs(self) -> frozenset[str]:
+        """The runs whose turn :meth:`halt` stopped (a snapshot)."""
+        with self._lock:
+            return frozenset(self._halted_runs)
 
     def drive(self, run_id: str) -> TurnOutcome:
         """Run one turn of a run this engine holds.
@@ -385,7 +391,9 @@ class WorkflowEngine:
         if abandoned.reason == "database":
             return self._failed_on_database(run_id, abandoned.cause)
         if abandoned.reason == HALTED:
-            logger.info("turn of %s stopped at its next operation (shutdown grace over)", run_id)
+            with self._lock:
+                self._halted_runs.add(run_id)
+            logger.debug("turn of %s stopped at its next operation (shutdown grace over)", run_id)
             return TurnOutcome.HALTED
         return TurnOutcome.ABANDONED
 
