@@ -14,8 +14,13 @@ and the process exits with the thread still in that code.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 
@@ -40,6 +45,30 @@ class Drained:
     finished: int = 0
     halted: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
+
+
+def on_stop_signals(stop: Callable[[], None], grace: float) -> None:
+    """SIGTERM and SIGINT call ``stop`` (main thread only); a second one exits at
+    once with status 130, releasing nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    seen = 0
+
+    def handle(signum: int, frame: Any) -> None:
+        nonlocal seen
+        seen += 1
+        if seen > 1:
+            logger.warning("second signal: exiting at once")
+            os._exit(130)
+        logger.info(
+            "signal %s: shutting down gracefully; running turns get up to %gs (--shutdown-grace)",
+            signal.Signals(signum).name,
+            grace,
+        )
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
 
 
 def _wait(engine: WorkflowEngine, deadline: float) -> None:

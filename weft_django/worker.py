@@ -29,7 +29,6 @@ import functools
 import logging
 import math
 import os
-import signal
 import socket
 import threading
 import time
@@ -48,7 +47,7 @@ from .prune_worker import prune_loop
 from .runtime import registry, wakeups
 from .runtime.engine import TurnOutcome, WorkflowEngine
 from .runtime.passes import EnginePasses
-from .shutdown import HALT_WAIT, Drained, drain, release_and_stop
+from .shutdown import HALT_WAIT, Drained, drain, on_stop_signals, release_and_stop
 from .supervision import RenewalWatch, Supervisor, safely
 from .worker_logs import TurnCounts, log_status
 
@@ -104,7 +103,6 @@ class Worker:
         self._stop = threading.Event()
         self.supervisor = Supervisor(self._stop)
         self._notified = threading.Event()  # a wake-up arrived: check due runs now
-        self._signals_seen = 0
         self._scans_done = threading.Event()
         #: What happened since the last status line (turn outcomes, reclaims).
         self.counts = TurnCounts()
@@ -151,7 +149,7 @@ class Worker:
     def _boot(self) -> None:
         self.engine.start()
         if self.install_signal_handlers:
-            self._install_signal_handlers()
+            on_stop_signals(self.stop, self.shutdown_grace)
         connection = connections[self.using]
         logger.info(
             "weft worker %s started: host=%s pid=%d mode=%s database=%s:%s ttl=%gs "
@@ -191,26 +189,6 @@ class Worker:
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         self.supervisor.spawn(name, target)
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handle(signum: int, frame: Any) -> None:
-            self._signals_seen += 1
-            if self._signals_seen > 1:
-                logger.warning("second signal: exiting at once")
-                os._exit(130)
-            logger.info(
-                "signal %s: shutting down gracefully; running turns get up to %gs "
-                "(--shutdown-grace)",
-                signal.Signals(signum).name,
-                self.shutdown_grace,
-            )
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
 
     # -- fast tick ------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ..ownership.results import Acquired, ClaimResult, LostRace
 from . import registry
 from .backoff import RunBackoff
 from .context import Context
-from .payload import encode, error_info
+from .payload import encode, error_info, one_line
 from .port import HALTED, Abandon, Event, Park
 from .prefetch import FirstTurnReads
 from .replay import Replay
@@ -43,12 +43,9 @@ logger = logging.getLogger("weft_django.engine")
 TICK_CLOCK_MAX_AGE = 1.0
 
 
-def _described(error: BaseException) -> str:
-    """``Type: message`` of a run's error, on one line, for a log line."""
-    message = " ".join(str(error).split())
-    if len(message) > 500:
-        message = message[:500] + "..."
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+def _ended(turn: Turn, how: str) -> None:
+    """A run's unhappy end, committed: one WARNING line."""
+    logger.warning("run %s (%s) %s", turn.run_id, turn.definition.name, how)
 
 
 class TurnOutcome(enum.StrEnum):
@@ -276,7 +273,7 @@ class WorkflowEngine:
         except (Abandon, DatabaseError) as exc:
             logger.error("could not suspend %s after %d refusals: %s", run_id, count, exc)
             return False
-        logger.warning("run %s suspended: %s", run_id, info["message"])
+        logger.warning("run %s %s", run_id, info["message"])  # "suspended after ..."
         self.backoff.succeeded(run_id)
         return True
 
@@ -312,11 +309,7 @@ class WorkflowEngine:
                     RunStatus.TIMED_OUT,
                     error={"type": "TimedOut", "message": "execution timeout reached"},
                 )
-                logger.warning(
-                    "run %s (%s) timed out: its execution timeout was reached",
-                    run_id,
-                    definition.name,
-                )
+                _ended(turn, "timed out: its execution timeout was reached")
                 return TurnOutcome.TIMED_OUT
             return self._execute(turn, run)
         except Abandon as abandoned:
@@ -361,12 +354,7 @@ class WorkflowEngine:
             replay.check_replayed_to_end(failure)
         if replay.poisoned is not None:
             turn.finish([], RunStatus.SUSPENDED, error=error_info(replay.poisoned))
-            logger.warning(
-                "run %s (%s) suspended: %s",
-                turn.run_id,
-                turn.definition.name,
-                _described(replay.poisoned),
-            )
+            _ended(turn, f"suspended: {one_line(replay.poisoned)}")
             return TurnOutcome.SUSPENDED
         if failure is None:
             try:
@@ -375,9 +363,7 @@ class WorkflowEngine:
                 failure = exc
         if failure is not None:
             turn.finish(replay.take_buffer(), RunStatus.FAILED, error=error_info(failure))
-            logger.warning(
-                "run %s (%s) failed: %s", turn.run_id, turn.definition.name, _described(failure)
-            )
+            _ended(turn, f"failed: {one_line(failure)}")
             return TurnOutcome.FAILED
         turn.finish(replay.take_buffer(), RunStatus.COMPLETED, result=result)
         return TurnOutcome.COMPLETED
