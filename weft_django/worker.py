@@ -18,7 +18,9 @@ module only decides when.
 
 ``stop()`` marks the engine disposing first, so no pass still in flight can
 take a claim or drive a reclaimed run; in-flight turns get a grace period,
-then every claim is released (epoch unchanged) and the engine marked stopped.
+after which each still running stops at its next ``ctx`` operation
+(:mod:`weft_django.shutdown`); then every claim is released (epoch
+unchanged) and the engine marked stopped.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import functools
 import logging
 import math
 import os
-import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -39,13 +41,15 @@ from prometheus_client import start_http_server
 from .conf import WeftSettings, get_settings
 from .models import EngineKind, db_for
 from .ownership import metrics
-from .ownership.outcomes import PassResult
+from .ownership.outcomes import Outcome, PassResult
 from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
 from .prune_worker import prune_loop
 from .runtime import registry, wakeups
 from .runtime.engine import TurnOutcome, WorkflowEngine
 from .runtime.passes import EnginePasses
+from .shutdown import HALT_WAIT, Drained, drain, on_stop_signals, release_and_stop
 from .supervision import RenewalWatch, Supervisor, safely
+from .worker_logs import TurnCounts, log_status
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -99,8 +103,11 @@ class Worker:
         self._stop = threading.Event()
         self.supervisor = Supervisor(self._stop)
         self._notified = threading.Event()  # a wake-up arrived: check due runs now
-        self._signals_seen = 0
         self._scans_done = threading.Event()
+        #: What happened since the last status line (turn outcomes, reclaims).
+        self.counts = TurnCounts()
+        self._taken_over_seen = 0
+        self._stop_asked_at: float | None = None
 
     # -- public lifecycle -----------------------------------------------------------
 
@@ -127,8 +134,11 @@ class Worker:
         take a new claim from here on. Nothing is written here (a signal
         handler runs in the middle of whatever the main thread was doing,
         possibly inside a transaction on the same connection): the engine row's
-        ``disposing`` status is written by the shutdown that follows.
+        ``disposing`` status is written by the shutdown that follows. The
+        shutdown grace counts from the first call.
         """
+        if self._stop_asked_at is None:
+            self._stop_asked_at = time.monotonic()
         self.engine.stopping.set()
         self.ownership.dispose()
         self._stop.set()
@@ -139,12 +149,14 @@ class Worker:
     def _boot(self) -> None:
         self.engine.start()
         if self.install_signal_handlers:
-            self._install_signal_handlers()
+            on_stop_signals(self.stop, self.shutdown_grace)
         connection = connections[self.using]
         logger.info(
-            "weft worker %s started: mode=%s database=%s:%s ttl=%gs renew=%gs "
-            "tick=%gs concurrency=%d workflows=%s",
+            "weft worker %s started: host=%s pid=%d mode=%s database=%s:%s ttl=%gs "
+            "renew=%gs tick=%gs concurrency=%d workflows=%s",
             self.engine.engine_id,
+            socket.gethostname(),
+            os.getpid(),
             self.ownership.name,
             connection.vendor,
             connection.settings_dict.get("NAME"),
@@ -177,21 +189,6 @@ class Worker:
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         self.supervisor.spawn(name, target)
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handle(signum: int, frame: Any) -> None:
-            self._signals_seen += 1
-            if self._signals_seen > 1:
-                logger.warning("second signal: exiting at once")
-                os._exit(130)
-            logger.info("signal %s: shutting down gracefully", signal.Signals(signum).name)
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
 
     # -- fast tick ------------------------------------------------------------------
 
@@ -302,7 +299,10 @@ class Worker:
         """One turn on an executor thread; True when the run should be retried."""
         try:
             recycle_connections()
-            return self.engine.drive(run_id) == TurnOutcome.ABANDONED
+            outcome = self.engine.drive(run_id)
+            self.counts.add(outcome.value)
+            logger.debug("turn of %s: %s", run_id, outcome.value)
+            return outcome == TurnOutcome.ABANDONED
         except Exception:
             logger.exception("turn of %s failed; the claim is kept and retried", run_id)
             self.engine.backoff.failed(run_id)
@@ -369,6 +369,8 @@ class Worker:
         )
 
     def _publish(self, result: PassResult) -> None:
+        if result.name == "reclaim":
+            self.counts.add("reclaimed", result.count(Outcome.RECLAIMED))
         self.passes.keep(result)
         if self.on_pass is not None:
             self.on_pass(result)
@@ -394,28 +396,27 @@ class Worker:
         }
 
     def _log_status(self) -> None:
-        logger.info("status %s", self.status())
+        counts = self.counts.take()
+        taken_over = self.ownership.claims.taken_over
+        counts["taken_over"] = taken_over - self._taken_over_seen
+        self._taken_over_seen = taken_over
+        log_status(self.ownership.held_count(), self.engine.in_flight, self.pool.queued(), counts)
 
     def _shutdown(self) -> None:
         self.stop()
         if not self.engine.started:
             return  # the boot gates refused: no thread was started, nothing written
         safely("dispose", self.engine.dispose)  # status: disposing
+        since = self._stop_asked_at if self._stop_asked_at is not None else time.monotonic()
+        drained = Drained()
         if self.supervisor.threads:
-            deadline = time.monotonic() + self.shutdown_grace
-            self.pool.close()  # queued turns never start
-            while self.engine.in_flight and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if self.engine.in_flight:
-                logger.warning(
-                    "%d turn(s) still running after %gs; abandoning them",
-                    self.engine.in_flight,
-                    self.shutdown_grace,
-                )
-        self.supervisor.join(max(self.timing.renew_interval, 2.0))
+            drained = drain(self.engine, self.pool, grace=self.shutdown_grace, since=since)
+        # The other threads have had the grace to end (a blocked turn's never
+        # does): wait for them no later than the grace and the halt allow.
+        budget = since + self.shutdown_grace + HALT_WAIT + 0.5 - time.monotonic()
+        self.supervisor.join(min(max(self.timing.renew_interval, 2.0), max(budget, 0.2)))
         recycle_connections()
-        released = safely("shutdown", self.engine.shutdown) or 0
+        release_and_stop(self.engine, blocked=bool(drained.stuck))
         if self._undo_session_setup is not None:
             self._undo_session_setup()
-        logger.info("weft worker %s stopped; released %d claim(s)", self.engine.engine_id, released)
         close_connections()

@@ -3,6 +3,7 @@ suspended with the error stored instead of repeating its step's side effect fore
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -124,8 +125,11 @@ def refusing_database(db: None) -> Iterator[Callable[[], None]]:
 
 @pytest.mark.django_db(transaction=True)  # autocommit, as a worker runs
 def test_a_refused_checkpoint_suspends_the_run_after_the_limit(
-    make_engine: Callable[..., WorkflowEngine], refusing_database: Callable[[], None]
+    make_engine: Callable[..., WorkflowEngine],
+    refusing_database: Callable[[], None],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="weft_django.engine")
     SIDE_EFFECTS.clear()
     engine = make_engine()
     engine.backoff = RunBackoff(base=0.0, limit=5)
@@ -139,6 +143,7 @@ def test_a_refused_checkpoint_suspends_the_run_after_the_limit(
     assert "suspended after 5 consecutive turns refused by the database" in run.error["message"]
     assert "refused by a trigger" in run.error["message"]
     assert engine.ownership.fence_epoch("refused") is None  # the claim was released
+    assert "run refused suspended after 5 consecutive turns refused by" in caplog.text
 
     refusing_database()  # the cause is fixed: resume it
     weft.resume("refused")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import weft_django as weft
@@ -12,7 +14,10 @@ from .conftest import claim_of, kinds, steplog
 from .workflows import LOG, STATE
 
 
-def test_changed_step_name_suspends_the_run(driver: WorkflowDriver) -> None:
+def test_changed_step_name_suspends_the_run(
+    driver: WorkflowDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="weft_django.engine")
     weft.start("tests.nondeterministic", workflow_id="nd1")
     assert driver.run_until_idle() == {"parked": 1}
     assert kinds("nd1") == [("step", "first-a"), ("wait", "signal:go")]
@@ -28,6 +33,12 @@ def test_changed_step_name_suspends_the_run(driver: WorkflowDriver) -> None:
     assert "step('first-a')" in run.error["message"]
     assert "step('first-b')" in run.error["message"]
     assert claim_of("nd1") == (1, None)  # released with the suspend commit
+    # One WARNING line says which run, of which workflow, and why.
+    [line] = [r for r in caplog.records if "suspended" in r.getMessage()]
+    assert line.levelno == logging.WARNING
+    assert line.getMessage().startswith(
+        "run nd1 (tests.nondeterministic) suspended: NonDeterminismError: "
+    )
     # Nothing was written past the mismatch; the signal is still buffered.
     assert kinds("nd1") == [("step", "first-a"), ("wait", "signal:go")]
     assert weft.describe("nd1").pending_signals == 1

@@ -84,6 +84,8 @@ class ClaimRegistry:
         # A new engine row starts at 0 revocations (see engines.register_engine).
         self._revocations_seen: int | None = 0
         self.disposing = False
+        #: Claims taken over from expired holders since this registry was made.
+        self.taken_over = 0
 
     # -- clock and judgments -------------------------------------------------
 
@@ -119,6 +121,8 @@ class ClaimRegistry:
         with self._lock:
             new = sum(1 for workflow_id in won if workflow_id not in self._held)
             self._held.update(won)
+            if takeover:
+                self.taken_over += len(won)
         metrics.claims_active.inc(new)
         for workflow_id in won:
             self.cooldown.clear(workflow_id)
@@ -170,6 +174,9 @@ class ClaimRegistry:
 
     def _won(self, workflow_id: str, epoch: int, *, takeover: bool) -> Acquired:
         self._remember(workflow_id, epoch)
+        if takeover:
+            with self._lock:
+                self.taken_over += 1
         self.cooldown.clear(workflow_id)
         metrics.claim_attempts.labels(outcome="takeover" if takeover else "acquired").inc()
         return Acquired(workflow_id, epoch, takeover=takeover)
@@ -292,6 +299,9 @@ class ClaimRegistry:
                 raise
             metrics.claim_attempts.labels(outcome="busy").inc()
             return Busy(workflow_id, holder_id)
+        logger.info(
+            "took over run %s from engine %s at epoch %d", workflow_id, holder_id, epoch + 1
+        )
         return self._won(workflow_id, epoch + 1, takeover=True)
 
     def claim(self, workflow_id: str) -> ClaimResult:

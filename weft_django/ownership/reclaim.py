@@ -44,6 +44,9 @@ logger = logging.getLogger("weft_django.reclaim")
 
 MAX_ATTEMPTS = 5
 
+#: A batch that took more runs than this is logged in one line, not one per run.
+LISTED = 10
+
 #: Seconds between an engine's full sweeps of the started runs (see above).
 FULL_SWEEP_INTERVAL = 600.0
 
@@ -162,6 +165,8 @@ class _Scan:
         if batch.busy:
             logger.info("a reclaim batch found its rows locked; retried next pass")
         settled = _settle(self.claims, batch, takeover=taken_over)
+        if settled.kept:
+            log_taken(batch.holder_id, {run_id: batch.won[run_id] for run_id in settled.kept})
         for run_id, due in settled.kept.items():
             if due:
                 self.drive(run_id)
@@ -198,6 +203,20 @@ class _Scan:
             except DatabaseError as exc:
                 logger.warning("reclaim of %s failed: %s", run_id, exc)
                 self.result.record(run_id, Outcome.ERROR, exc)
+
+
+def log_taken(holder_id: str | None, won: dict[str, int], *, listed: int = LISTED) -> None:
+    """One INFO line per run taken (run, from which engine, new epoch), or one for
+    the whole batch when it took more than ``listed``."""
+    source = f"engine {holder_id}" if holder_id else "no holder (released or never claimed)"
+    verb = "took over" if holder_id else "reclaimed"
+    if len(won) > listed:
+        low, high = min(won.values()), max(won.values())
+        epochs = str(low) if low == high else f"{low}..{high}"
+        logger.info("%s %d runs from %s (epochs %s)", verb, len(won), source, epochs)
+        return
+    for run_id, epoch in won.items():
+        logger.info("%s run %s from %s at epoch %d", verb, run_id, source, epoch)
 
 
 def acquire_stranded(

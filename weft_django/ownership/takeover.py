@@ -77,7 +77,8 @@ class Batch:
     with nothing due is held without one); ``fallback``: ids to take one at a
     time (no claim row yet, or a row count that differed on SQLite);
     ``skipped``: ids in their anti-thrash cooldown; ``lost``: ids not taken
-    because the engine is disposing.
+    because the engine is disposing; ``holder_id``: the expired engine a
+    takeover batch took them from (None: ownerless runs).
     """
 
     won: dict[str, int] = field(default_factory=dict)
@@ -87,6 +88,7 @@ class Batch:
     lost: list[str] = field(default_factory=list)
     holder_live: bool = False
     busy: bool = False
+    holder_id: str | None = None
 
 
 def _lock_rows(query: QuerySet[Claim], using: str) -> QuerySet[Claim]:
@@ -202,7 +204,7 @@ def take_from_expired(
 ) -> tuple[Batch, str | None]:
     """One batch of ``holder_id``'s claims (after the keyset cursor ``after``):
     the batch, and the cursor for the next one (None: no more rows)."""
-    batch = Batch()
+    batch = Batch(holder_id=holder_id)
     if claims.disposing:
         return batch, None
     using = claims.using

@@ -9,6 +9,10 @@ turn by raising :class:`~.port.Park`, a ``BaseException`` that user
 ``except Exception`` blocks cannot swallow. The bookkeeping (history,
 position, buffer, handlers) is the turn's :class:`~.replay.Replay`.
 
+Every operation first asks the turn whether its host has halted it
+(:meth:`~.port.TurnPort.check_halt`: a worker whose shutdown grace is over),
+so a turn stops at its next operation without recording anything more.
+
 Waits are recorded as an optional ``wait`` marker (only when the operation
 had to park; it stores the deadline) followed by the final event.
 """
@@ -108,6 +112,7 @@ class Context:
         **kwargs: Any,
     ) -> Any:
         """Run ``fn`` once; its JSON result is checkpointed and replayed."""
+        self._turn.check_halt()
         step_name = name or _fn_name(fn)
         recorded = self._replay.take("step", step_name)
         if recorded is not None:
@@ -121,6 +126,8 @@ class Context:
         policy = retry or RetryPolicy(max_attempts=1)
         attempt = 0
         while True:
+            if attempt:
+                self._turn.check_halt()  # a retry is a new attempt: not after the grace
             attempt += 1
             event = self._replay.new("step", step_name)
             try:
@@ -155,6 +162,7 @@ class Context:
     # -- recorded values ----------------------------------------------------------
 
     def _recorded_value(self, kind: str, make: Callable[[], Any]) -> Any:
+        self._turn.check_halt()
         recorded = self._replay.take(kind, "")
         if recorded is not None:
             return recorded.result
@@ -179,6 +187,7 @@ class Context:
 
     def sleep(self, duration: float | int | timedelta) -> None:
         """A durable timer: the run parks and wakes at the deadline, on any worker."""
+        self._turn.check_halt()
         seconds = as_seconds(duration, "sleep duration") or 0.0
         recorded = self._replay.take("sleep", "")
         if recorded is not None:
@@ -205,6 +214,7 @@ class Context:
         waiting_on: dict[str, Any],
     ) -> Event:
         """Shared wait protocol: returns the final event (replayed or recorded now)."""
+        self._turn.check_halt()
         seconds = as_seconds(timeout, "timeout")
         event = self._replay.peek()
         deadline: datetime | None = None
@@ -326,6 +336,7 @@ class Context:
         return Update(self._respond, name, info.get("update_id", ""), info.get("payload"))
 
     def _respond(self, update: Update, value: Any) -> None:
+        self._turn.check_halt()
         if update.update_id in self._responded:
             return
         if self._replay.take("update_response", update.update_id) is not None:
@@ -376,6 +387,7 @@ class Context:
         ``seq`` the position of its event in this run's history (docs/workflows.md).
         Arguments the child cannot take raise ``WorkflowArgumentsError``, nothing recorded.
         """
+        self._turn.check_halt()
         definition = resolve(workflow)
         definition.check_arguments(args, kwargs)  # on replay too: it never takes a seq
         recorded = self._replay.take("child_start", definition.name)

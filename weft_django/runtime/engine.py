@@ -29,8 +29,8 @@ from ..ownership.results import Acquired, ClaimResult, LostRace
 from . import registry
 from .backoff import RunBackoff
 from .context import Context
-from .payload import encode, error_info
-from .port import Abandon, Event, Park
+from .payload import encode, error_info, one_line
+from .port import HALTED, Abandon, Event, Park
 from .prefetch import FirstTurnReads
 from .replay import Replay
 from .runs import load_run
@@ -43,6 +43,11 @@ logger = logging.getLogger("weft_django.engine")
 TICK_CLOCK_MAX_AGE = 1.0
 
 
+def _ended(turn: Turn, how: str) -> None:
+    """A run's unhappy end, committed: one WARNING line."""
+    logger.warning("run %s (%s) %s", turn.run_id, turn.definition.name, how)
+
+
 class TurnOutcome(enum.StrEnum):
     """How one turn of a run ended."""
 
@@ -53,6 +58,7 @@ class TurnOutcome(enum.StrEnum):
     SUSPENDED = "suspended"  # nondeterminism: blocked with the error shown
     DEPOSED = "deposed"
     ABANDONED = "abandoned"  # stopping, or a database error: the claim is kept
+    HALTED = "halted"  # the host's shutdown grace ended: stopped at a ctx operation
     NOT_HELD = "not_held"
     BUSY = "busy"
     MISSING = "missing"
@@ -96,10 +102,14 @@ class WorkflowEngine:
         self.time_offset = timedelta(0)
         self.ownership = ownership_for(self.engine_id, self.settings, using=self.using, clock=clock)
         self.stopping = threading.Event()
+        #: Set when a stopping host's grace is over: each running turn stops at its
+        #: next ``ctx`` operation (:meth:`halt`).
+        self.halted = threading.Event()
         self.backoff = RunBackoff()
         self.started = False
         self._lock = threading.Lock()
         self._in_flight: set[str] = set()
+        self._halted_runs: set[str] = set()
         self.first_turns = FirstTurnReads(self.using)
         self._tick_clock = SteadyClock(lambda: db_now(self.using), TICK_CLOCK_MAX_AGE)
 
@@ -117,6 +127,14 @@ class WorkflowEngine:
         self.ownership.dispose()
         if self.started:
             mark_disposing(self.engine_id, using=self.using)
+
+    def halt(self) -> None:
+        """Stop the running turns at their next ``ctx`` operation: nothing more is
+        recorded, nothing is counted as a failure, the claims are kept (for the
+        host's :meth:`shutdown` to release) and the runs resume from their last
+        checkpoint on whichever engine drives them next."""
+        self.stopping.set()
+        self.halted.set()
 
     def shutdown(self) -> int:
         """Release every claim (epoch unchanged) and mark the engine stopped."""
@@ -195,6 +213,16 @@ class WorkflowEngine:
         with self._lock:
             return len(self._in_flight)
 
+    def in_flight_ids(self) -> frozenset[str]:
+        """The runs with a turn running now (a snapshot)."""
+        with self._lock:
+            return frozenset(self._in_flight)
+
+    def halted_runs(self) -> frozenset[str]:
+        """The runs whose turn :meth:`halt` stopped (a snapshot)."""
+        with self._lock:
+            return frozenset(self._halted_runs)
+
     def drive(self, run_id: str) -> TurnOutcome:
         """Run one turn of a run this engine holds.
 
@@ -245,7 +273,7 @@ class WorkflowEngine:
         except (Abandon, DatabaseError) as exc:
             logger.error("could not suspend %s after %d refusals: %s", run_id, count, exc)
             return False
-        logger.error("suspended %s: %s", run_id, info["message"])
+        logger.warning("run %s %s", run_id, info["message"])  # "suspended after ..."
         self.backoff.succeeded(run_id)
         return True
 
@@ -281,6 +309,7 @@ class WorkflowEngine:
                     RunStatus.TIMED_OUT,
                     error={"type": "TimedOut", "message": "execution timeout reached"},
                 )
+                _ended(turn, "timed out: its execution timeout was reached")
                 return TurnOutcome.TIMED_OUT
             return self._execute(turn, run)
         except Abandon as abandoned:
@@ -324,8 +353,8 @@ class WorkflowEngine:
         if replay.poisoned is None:
             replay.check_replayed_to_end(failure)
         if replay.poisoned is not None:
-            logger.error("%s", replay.poisoned)
             turn.finish([], RunStatus.SUSPENDED, error=error_info(replay.poisoned))
+            _ended(turn, f"suspended: {one_line(replay.poisoned)}")
             return TurnOutcome.SUSPENDED
         if failure is None:
             try:
@@ -334,6 +363,7 @@ class WorkflowEngine:
                 failure = exc
         if failure is not None:
             turn.finish(replay.take_buffer(), RunStatus.FAILED, error=error_info(failure))
+            _ended(turn, f"failed: {one_line(failure)}")
             return TurnOutcome.FAILED
         turn.finish(replay.take_buffer(), RunStatus.COMPLETED, result=result)
         return TurnOutcome.COMPLETED
@@ -346,6 +376,11 @@ class WorkflowEngine:
             return TurnOutcome.DEPOSED
         if abandoned.reason == "database":
             return self._failed_on_database(run_id, abandoned.cause)
+        if abandoned.reason == HALTED:
+            with self._lock:
+                self._halted_runs.add(run_id)
+            logger.debug("turn of %s stopped at its next operation (shutdown grace over)", run_id)
+            return TurnOutcome.HALTED
         return TurnOutcome.ABANDONED
 
     def claim_and_drive(self, run_id: str) -> TurnOutcome | ClaimResult:

@@ -66,6 +66,14 @@ def error_info(exc: BaseException, *, with_traceback: bool = True) -> dict[str, 
     return info
 
 
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """``Type: message`` of an exception, on one line, for a log line."""
+    message = " ".join(str(exc).split())
+    if len(message) > limit:
+        message = message[:limit] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def encode_call(
     args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], what: str
 ) -> tuple[list[Any], dict[str, Any]]:

@@ -59,8 +59,13 @@ class StopReplay(BaseException):
     """Internal: a read-only replay reached the end of recorded history."""
 
 
+#: :class:`Abandon`'s reason when the host's shutdown grace is over.
+HALTED = "halted"
+
+
 class Abandon(BaseException):
-    """Internal: give the turn up without writing (deposed, shutting down, DB error)."""
+    """Internal: give the turn up without writing (deposed, shutting down, DB error,
+    or :data:`HALTED`: the host stopped its turns at their next ``ctx`` operation)."""
 
     def __init__(self, reason: str, cause: BaseException | None = None) -> None:
         super().__init__(reason)
@@ -86,6 +91,11 @@ class TurnPort(Protocol):
 
     def now(self) -> datetime:
         """The time for timers and deadlines (the database's clock)."""
+
+    def check_halt(self) -> None:
+        """Called at the start of every ``ctx`` operation: raise
+        ``Abandon(HALTED)`` once the host has halted its turns (its shutdown
+        grace is over), so the turn stops there without recording anything."""
 
     def pause(self, seconds: float) -> None:
         """Wait between step retries."""

@@ -46,6 +46,9 @@ class ReplayTurn:
             self._now = db_now(self.using)
         return self._now
 
+    def check_halt(self) -> None:
+        """A read-only replay is never halted (no host drives it)."""
+
     def _stop(self, *args: Any, **kwargs: Any) -> Any:
         raise StopReplay()
 

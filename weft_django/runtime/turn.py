@@ -26,7 +26,7 @@ from ..models import (
 )
 from .backoff import is_transient
 from .payload import encode, encode_call
-from .port import Abandon, Event, PendingUpdate
+from .port import HALTED, Abandon, Event, PendingUpdate
 from .prefetch import SIGNALS_BUFFERED, UPDATES_PENDING
 from .registry import WorkflowDefinition
 from .runs import new_run
@@ -56,6 +56,11 @@ class Turn(RunWrites):
         # then means no read now: anything stored since left a wake hint.
         self._no_signals = run.get(SIGNALS_BUFFERED) is False
         self._no_updates = run.get(UPDATES_PENDING) is False
+
+    def check_halt(self) -> None:
+        """Stop here once the host's shutdown grace is over (see :class:`~.port.TurnPort`)."""
+        if self.host.halted.is_set():
+            raise Abandon(HALTED)
 
     def pause(self, seconds: float) -> None:
         """Wait between step retries; a stopping engine abandons the turn instead."""

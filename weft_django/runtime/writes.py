@@ -42,6 +42,7 @@ class TurnHost(Protocol):
     settings: WeftSettings
     ownership: Ownership
     stopping: threading.Event
+    halted: threading.Event
 
     def now(self) -> datetime:
         """The time for timer and deadline judgments."""

@@ -103,6 +103,28 @@ def noop_steps(ctx: Context, n: int = 10) -> int:
     return n
 
 
+def fails(ctx: Context, message: str = "boom") -> None:
+    """One step, then the workflow raises: the run fails."""
+    ctx.step(noop, 0, name="first")
+    raise ValueError(message)
+
+
+def mark(run_id: str, step: str, seconds: float) -> int:
+    """An ordinary (not transactional) step with a side effect outside its
+    checkpoint: its row stays even when the checkpoint is never written, so a
+    step that ran twice shows as two rows (kind ``mark``)."""
+    record(run_id, step, 0, kind="mark")
+    time.sleep(seconds)
+    return 0
+
+
+def many_steps(ctx: Context, n: int = 200, step_s: float = 0.02) -> int:
+    """``n`` short ordinary steps, each leaving one ``mark`` row per execution."""
+    for index in range(n):
+        ctx.step(mark, ctx.workflow_id, f"m{index}", step_s, name=f"m{index}")
+    return n
+
+
 def txn_hold(ctx: Context, seconds: float = 30.0) -> int:
     """One transactional step that holds its transaction open, then one more step."""
     ctx.step(hold_transaction, ctx.workflow_id, ctx.epoch, seconds, name="txn", transactional=True)
@@ -157,6 +179,8 @@ WORKFLOWS = {
     "it.waiter": waiter,
     "it.relay": relay,
     "it.noop_steps": noop_steps,
+    "it.fails": fails,
+    "it.many_steps": many_steps,
 }
 
 _enabled = [name for name in os.environ.get("WEFT_IT_WORKFLOWS", "").split(",") if name]

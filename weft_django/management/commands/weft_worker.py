@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -11,6 +10,7 @@ from django.db import DatabaseError
 from weft_django.conf import get_settings
 from weft_django.exceptions import WeftConfigurationError, WeftError
 from weft_django.worker import Worker
+from weft_django.worker_logs import ensure_handler
 
 
 class Command(BaseCommand):
@@ -33,13 +33,15 @@ class Command(BaseCommand):
             "--log-level",
             default=None,
             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-            help="level of the weft_django loggers",
+            help="level of the weft_django loggers (default: INFO when the project's "
+            "LOGGING gives them no handler, then a stderr one is added; else as configured)",
         )
         parser.add_argument(
             "--shutdown-grace",
             type=float,
             default=30.0,
-            help="seconds in-flight turns get to finish at shutdown",
+            help="seconds running turns get to finish after SIGTERM; then each stops at "
+            "its next ctx operation and its claim is released (docs/operations.md)",
         )
         parser.add_argument(
             "--task-queue",
@@ -67,11 +69,9 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["log_level"]:
-            logger = logging.getLogger("weft_django")
-            logger.setLevel(options["log_level"])
-            if not logger.handlers and not logging.getLogger().handlers:
-                logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        # No handler configured for weft_django (e.g. no LOGGING setting): one on
+        # stderr; otherwise the project's setup, with --log-level as its level.
+        ensure_handler(options["log_level"])
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
         if options["task_queues"]:
