@@ -9,8 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import (
@@ -350,3 +352,23 @@ def test_postgresql_reads_the_stuck_runs_off_their_indexes_never_the_finished_ru
     ready = [n for n in on_runs if n["Index Name"] == "weft_run_ready_idx"]
     assert len(ready) == 2 and all(n["Node Type"] == "Index Scan" for n in ready), ready
     assert not [n for n in nodes if n["Node Type"] in ("Seq Scan", "Sort", "Bitmap Heap Scan")]
+
+
+def test_pass_summaries_are_read_only_in_the_admin(admin_client: Any) -> None:
+    now = timezone.now()
+    record_pass(
+        PassKind.SIGNAL_POLL,
+        started_at=now,
+        finished_at=now,
+        counts={"drained": 2},
+        failures=[{"run_id": "r1", "error_type": "DrainError", "message": "no"}],
+    )
+    listing = admin_client.get("/admin/weft_django/passsummary/")
+    assert listing.status_code == 200
+    change_url = reverse("admin:weft_django_passsummary_change", args=[quote("signal_poll")])
+    assert change_url in listing.content.decode()
+    change = admin_client.get(change_url)
+    content = change.content.decode()
+    assert change.status_code == 200 and "&quot;drained&quot;: 2" in content
+    assert "&quot;error_type&quot;: &quot;DrainError&quot;" in content
+    assert admin_client.get("/admin/weft_django/passsummary/add/").status_code == 403

@@ -6,8 +6,9 @@ registers. As in ``django.contrib.admin`` itself the parts live apart:
 history), :mod:`.views` (the overview, the engine and run pages),
 :mod:`.overview` and :mod:`.timeline` (what those pages show), :mod:`.actions`
 (batched, permission-gated actions), :mod:`.forms` (send-signal),
-:mod:`.filters`, :mod:`.scale` (capped counts, exact search) and
-:mod:`.display`.
+:mod:`.filters`, :mod:`.scale` (capped counts, exact search),
+:mod:`.display`, :mod:`.stuck` (the overview's stuck runs) and :mod:`.passes`
+(the Celery pass summaries).
 """
 
 from .display import LEASE_STYLE, precise, render_lease_state
@@ -18,6 +19,7 @@ from .options import (
     GlobalLeaseAdmin,
     OwnershipMarkerAdmin,
 )
+from .passes import PassSummaryAdmin
 from .runs import (
     UpdateRequestAdmin,
     WorkflowEventAdmin,
@@ -34,6 +36,7 @@ __all__ = [
     "LeaseStateFilter",
     "OverviewAdmin",
     "OwnershipMarkerAdmin",
+    "PassSummaryAdmin",
     "UpdateRequestAdmin",
     "WorkflowEventAdmin",
     "WorkflowRunAdmin",
