@@ -17,13 +17,21 @@ from django.utils import timezone
 
 from tests.factories import (
     EngineFactory,
+    GlobalLeaseFactory,
     UpdateRequestFactory,
     WorkflowRunFactory,
     WorkflowSignalFactory,
 )
 from weft_django.admin import overview as overview_module
 from weft_django.admin.overview import ago, as_json
-from weft_django.models import Claim, EngineKind, PassKind, RunStatus, WorkflowRun
+from weft_django.models import (
+    Claim,
+    EngineKind,
+    GlobalLease,
+    PassKind,
+    RunStatus,
+    WorkflowRun,
+)
 from weft_django.runtime.pass_summaries import record_pass
 
 from .plans import load_held_parked, plan_nodes
@@ -372,3 +380,14 @@ def test_pass_summaries_are_read_only_in_the_admin(admin_client: Any) -> None:
     assert change.status_code == 200 and "&quot;drained&quot;: 2" in content
     assert "&quot;error_type&quot;: &quot;DrainError&quot;" in content
     assert admin_client.get("/admin/weft_django/passsummary/add/").status_code == 403
+
+
+def test_in_mode_lease_the_live_lease_holder_owns_every_run(
+    admin_client: Any, weft_settings: Any
+) -> None:
+    weft_settings(OWNERSHIP="lease")
+    WorkflowRunFactory(id="queued", created_at=old(minutes=5))  # no claim rows in mode lease
+    lease = GlobalLeaseFactory()
+    assert stuck_ids(admin_client) == []
+    GlobalLease.objects.filter(pk=lease.pk).update(expires_at=old(minutes=10))
+    assert stuck_ids(admin_client) == ["queued"]

@@ -5,7 +5,8 @@ Every list is bounded (``LIMIT``) and every count capped (``COUNT(*)`` over a
 thousand runs and at a million: the database clock (1 query), engines (3:
 live, dead, recently stopped; the engines of Celery passes are not listed),
 the Celery pass summaries (1), all counts (1), stuck claims (1), stuck runs
-(:mod:`.stuck`: at most 5), suspended and failed runs of the last day (2), old
+(:mod:`.stuck`: 1, and 1 more to ask the ownership mode who owns the
+candidates, when there are any), suspended and failed runs of the last day (2), old
 pending signals and update requests (2), and the retention summary (table
 sizes from the catalog and the oldest prunable run: at most five).
 
@@ -42,7 +43,7 @@ from ..models import (
     WorkflowSignal,
     db_for,
 )
-from ..ownership.modes import ownership_class
+from ..ownership.modes import ownership_class, ownership_for
 from ..runtime import retention_stats
 from .stuck import stuck_runs
 
@@ -60,6 +61,8 @@ STOPPED_ENGINE_LIMIT = 20
 #: not (their results are the "Celery passes" section).
 LISTED_KINDS = tuple(kind for kind in EngineKind.values if kind != EngineKind.CELERY)
 NOT_STOPPED = (EngineStatus.RUNNING, EngineStatus.DISPOSING)
+#: The engine id the overview asks the ownership strategy as (it registers no row).
+OVERVIEW_ENGINE_ID = "weft-admin-overview"
 #: Signals and update requests pending for longer than this are listed.
 DEFAULT_PENDING_AGE = timedelta(minutes=1)
 RECENT = timedelta(days=1)
@@ -321,7 +324,15 @@ def overview_data(
             group: max(counts[f"{group}_engines"] - len(rows), 0) for group, rows in groups.items()
         },
         "passes": pass_summaries(now, using),
-        "stuck_runs": stuck_runs(now, settings.claim_ttl, limit=SECTION_LIMIT, using=using),
+        "stuck_runs": stuck_runs(
+            now,
+            settings.claim_ttl,
+            limit=SECTION_LIMIT,
+            using=using,
+            live_owners=ownership_for(
+                OVERVIEW_ENGINE_ID, settings, using=using, clock=lambda: now
+            ).live_owners,
+        ),
         "claim_ttl": settings.claim_ttl,
         "statuses": [
             {"status": status, "label": label, "count": count(f"status:{status}")}

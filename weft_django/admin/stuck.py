@@ -10,7 +10,10 @@ A run is listed when, for longer than ``CLAIM_TTL``,
 
 and it has no owner that was live within ``CLAIM_TTL``: no claim holder, a
 holder whose lease ended more than ``CLAIM_TTL`` ago, or a claim released more
-than ``CLAIM_TTL`` ago (``released_at``).
+than ``CLAIM_TTL`` ago (``released_at``); and the ownership strategy of the
+configured mode names no live owner for it now (``live_owners``: in mode
+``lease`` the live holder of the store-wide lease owns every run, with no
+claim rows; one more statement, only when there are candidates).
 
 Each kind is read off its own index, in that index's order, with a ``LIMIT``
 of :data:`WINDOW` rows and a filter on the indexed column only (the ready
@@ -27,6 +30,7 @@ table with its own ``ORDER BY ... LIMIT``), whatever the size of the store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -160,9 +164,20 @@ def _legs(using: str, old: datetime) -> list[tuple[str, QuerySet[Any]]]:
     return legs
 
 
-def stuck_runs(now: datetime, ttl: float, *, limit: int, using: str) -> StuckRuns:
+LiveOwners = Callable[[list[str]], dict[str, str]]
+
+
+def stuck_runs(
+    now: datetime,
+    ttl: float,
+    *,
+    limit: int,
+    using: str,
+    live_owners: LiveOwners | None = None,
+) -> StuckRuns:
     """The runs stuck at ``now`` (the database clock) for longer than ``ttl`` seconds,
-    oldest first, at most ``limit`` of them."""
+    oldest first, at most ``limit`` of them. ``live_owners(run_ids)`` (the
+    ownership strategy's) drops the candidates a live engine owns now."""
     old = now - timedelta(seconds=ttl)
     legs = _legs(using, old)
     found: dict[str, StuckRun] = {}
@@ -181,6 +196,9 @@ def stuck_runs(now: datetime, ttl: float, *, limit: int, using: str) -> StuckRun
             None if holder_lease is None else as_aware(holder_lease),
             None if released is None else as_aware(released),
         )
+    if found and live_owners is not None:
+        for run_id in live_owners(list(found)):
+            found.pop(run_id, None)
     runs = sorted(found.values(), key=lambda run: (run.since, run.run_id))
     capped = any(count >= WINDOW for count in read)
     return StuckRuns(runs[:limit], capped or len(runs) > limit)
