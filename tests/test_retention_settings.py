@@ -28,6 +28,7 @@ def test_documented_defaults() -> None:
         "CANCELLED": timedelta(days=30),
         "TIMED_OUT": timedelta(days=30),
         "ENGINES": timedelta(days=7),
+        "CELERY_ENGINES": timedelta(hours=1),
         "WORKER_INTERVAL": None,
         "BATCH_SIZE": 500,
     } == DEFAULTS
@@ -39,6 +40,7 @@ def test_documented_defaults() -> None:
         "timed_out": 30 * DAY,
     }
     assert parsed.engines == 7 * DAY
+    assert parsed.celery_engines == 3600.0
     assert parsed.worker_interval is None
     assert parsed.batch_size == 500
 

@@ -87,6 +87,13 @@ class Engine(models.Model):
         indexes = [
             # Retention's walk over stopped engines, oldest first.
             models.Index(fields=["status", "stopped_at", "id"], name="weft_engine_stopped_idx"),
+            # The overview's live and dead engines and retention's walk over dead
+            # ones (lease expired, never stopped), per status, by lease end.
+            models.Index(fields=["status", "lease_expires_at"], name="weft_engine_lease_idx"),
+            # The overview's recently stopped engines without the Celery passes'.
+            models.Index(
+                fields=["status", "kind", "stopped_at"], name="weft_engine_kind_stopped_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -401,6 +408,44 @@ class UpdateRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}:{self.name}({self.update_id})"
+
+
+class PassKind(models.TextChoices):
+    """The Celery beat passes (weft_django.celery), one :class:`PassSummary` row each."""
+
+    SIGNAL_POLL = "signal_poll", _("signal poll")
+    UPDATE_POLL = "update_poll", _("update poll")
+    PRUNE = "prune", _("prune")
+
+
+class PassSummary(models.Model):
+    """The last run of one Celery pass: one row per pass kind, upserted at the end
+    of every pass (so the table never grows), shown on the overview."""
+
+    kind = models.CharField(primary_key=True, max_length=32, choices=PassKind.choices)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    engine_id = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    succeeded = models.BooleanField(default=True)
+    #: The last pass's counts per outcome (or rows deleted per table, for prune).
+    counts = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
+    #: The last pass's error ("" when it ran through); ``failures`` its per-run ones.
+    error = models.TextField(blank=True, default="")
+    failures = models.JSONField(default=list, blank=True, encoder=DjangoJSONEncoder)
+    #: The most recent error of any pass of this kind, kept after later successes.
+    last_error = models.TextField(blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    passes = models.BigIntegerField(default=0, help_text="Passes of this kind recorded.")
+
+    class Meta:
+        ordering = ["kind"]
+        verbose_name = _("Celery pass summary")
+        verbose_name_plural = _("Celery pass summaries")
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.finished_at:%Y-%m-%d %H:%M:%S}"
 
 
 class Overview(models.Model):

@@ -27,8 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "FAILED": timedelta(days=30),
     "CANCELLED": timedelta(days=30),
     "TIMED_OUT": timedelta(days=30),
-    # Stopped engine rows (the admin's history of who held what).
+    # Stopped engine rows (the admin's history of who held what), and dead ones
+    # (lease expired that long ago, never stopped).
     "ENGINES": timedelta(days=7),
+    # Stopped engine rows of Celery passes (their summaries are PassSummary rows).
+    "CELERY_ENGINES": timedelta(hours=1),
     # The optional worker pass: seconds between passes; None (default) is off.
     "WORKER_INTERVAL": None,
     # Runs per batch (one short transaction each) of the worker pass and the command.
@@ -46,6 +49,7 @@ class RetentionPolicy:
 
     statuses: dict[str, float | None] = field(default_factory=dict)
     engines: float | None = 7 * DAY
+    celery_engines: float | None = 3600.0
     worker_interval: float | None = None
     batch_size: int = 500
 
@@ -102,7 +106,7 @@ def problems(value: Any = ...) -> list[Problem]:
             )
         )
     merged = {**DEFAULTS, **value}
-    for key in (*STATUS_KEYS, "ENGINES"):
+    for key in (*STATUS_KEYS, "ENGINES", "CELERY_ENGINES"):
         problem = _retention_problem(key, merged[key])
         if problem is not None:
             found.append(problem)
@@ -146,6 +150,11 @@ def policy(value: Any = ...) -> RetentionPolicy:
             for key, status in STATUS_KEYS.items()
         },
         engines=duration_seconds(merged["ENGINES"]) if merged["ENGINES"] is not None else None,
+        celery_engines=(
+            duration_seconds(merged["CELERY_ENGINES"])
+            if merged["CELERY_ENGINES"] is not None
+            else None
+        ),
         worker_interval=(
             duration_seconds(merged["WORKER_INTERVAL"])
             if merged["WORKER_INTERVAL"] is not None

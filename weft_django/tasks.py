@@ -5,12 +5,15 @@ Celery's ``autodiscover_tasks()`` imports this module in Celery processes; it
 is the only module of weft_django that imports Celery, so everything else
 works without the ``celery`` extra. Each task runs one store-wide pass as a
 short-lived engine (:mod:`weft_django.runtime.store_passes`), logs one line
-and returns the pass's JSON-able summary. Arguments and results are JSON.
+and returns the pass's JSON-able summary. Arguments and results are JSON. Each
+pass upserts its kind's ``PassSummary`` row (:mod:`weft_django.runtime.pass_summaries`),
+the "Celery passes" section of the admin overview.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from .exceptions import WeftConfigurationError
@@ -22,7 +25,11 @@ except ImportError as exc:
         "weft_django.tasks needs Celery: install the extra, pip install 'weft-django[celery]'."
     ) from exc
 
+from django.utils import timezone
+
 from .conf import PassLimits
+from .models import PassKind
+from .runtime.pass_summaries import record_pass
 from .runtime.retention import Pruner
 from .runtime.store_passes import SIGNAL_POLL, UPDATE_POLL, StoreScan, run_store_pass
 
@@ -72,8 +79,21 @@ def prune_pass(
     of ``batch_size`` runs, starting no new batch after ``time_budget`` seconds."""
     if not isinstance(dry_run, bool):
         raise WeftConfigurationError(f"dry_run must be True or False, got {dry_run!r}.")
-    summary = Pruner(batch_size=batch_size, time_budget=time_budget, dry_run=dry_run).run()
+    began = timezone.now()
+    try:
+        summary = Pruner(batch_size=batch_size, time_budget=time_budget, dry_run=dry_run).run()
+    except Exception as exc:
+        record_pass(
+            PassKind.PRUNE, started_at=began, finished_at=timezone.now(), counts={}, error=exc
+        )
+        raise
     result = summary.as_dict()
+    record_pass(
+        PassKind.PRUNE,
+        started_at=summary.started_at,
+        finished_at=summary.started_at + timedelta(seconds=summary.seconds),
+        counts={**summary.deleted, **{f"skipped_{why}": n for why, n in summary.skipped.items()}},
+    )
     deleted = " ".join(f"{table}={count}" for table, count in result["deleted"].items())
     logger.info(
         "prune_pass %s%.3fs %s%s",

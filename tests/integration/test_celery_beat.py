@@ -24,7 +24,15 @@ from tests.integration.helpers import FAST
 from tests.integration.itapp.models import StepExecution
 from weft_django.celery import beat_schedule, install_periodic_tasks
 from weft_django.conf import Timing
-from weft_django.models import Claim, Engine, EngineKind, EngineStatus, WorkflowEvent, WorkflowRun
+from weft_django.models import (
+    Claim,
+    Engine,
+    EngineKind,
+    EngineStatus,
+    PassSummary,
+    WorkflowEvent,
+    WorkflowRun,
+)
 from weft_django.ownership.clock import db_now
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -126,6 +134,20 @@ def test_beat_delivers_a_stranded_signal_and_update_then_a_worker_finishes(
             5,
             what=f"the {pass_name} summary with the drained run",
         )
+    # ... and upserts the one PassSummary row of its kind (never a second row).
+    wait(
+        lambda: (
+            PassSummary.objects.filter(kind__in=["signal_poll", "update_poll"], passes__gte=2)
+            .values("kind")
+            .count()
+            == 2
+        ),
+        10,
+        what="two passes of each kind recorded",
+    )
+    assert PassSummary.objects.count() == 2
+    for row in PassSummary.objects.all():
+        assert row.succeeded and row.engine_id in celery_engine_ids() and row.pid
     beat.kill()
 
     finisher = workers.start("finisher")

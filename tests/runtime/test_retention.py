@@ -74,7 +74,13 @@ def test_each_status_keeps_its_own_retention() -> None:
     assert not WorkflowEvent.objects.filter(run_id__in=["c-old", "f-old", "t-any"]).exists()
     assert WorkflowEvent.objects.filter(run_id="c-new").count() == 2
     assert summary.complete
-    assert set(summary.as_dict()["cutoffs"]) == {"completed", "failed", "timed_out", "engines"}
+    assert set(summary.as_dict()["cutoffs"]) == {
+        "completed",
+        "failed",
+        "timed_out",
+        "engines",
+        "celery_engines",
+    }
 
 
 def test_batches_are_bounded_and_walk_everything() -> None:

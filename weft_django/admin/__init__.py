@@ -8,8 +8,9 @@ history), :mod:`.views` (the overview and the engine page), :mod:`.run_page`
 (what those pages show), :mod:`.actions` (batched, permission-gated actions
 and the cancel / purge confirmation pages), :mod:`.permissions` (which
 permission each operation needs), :mod:`.forms` (send-signal, the reason
-field), :mod:`.filters`, :mod:`.scale` (capped counts, exact search) and
-:mod:`.display`. Every operation goes through :mod:`weft_django.operations`,
+field), :mod:`.filters`, :mod:`.scale` (capped counts, exact search),
+:mod:`.display`, :mod:`.stuck` (the overview's stuck runs) and :mod:`.passes`
+(the Celery pass summaries). Every operation goes through :mod:`weft_django.operations`,
 which records it (a ``LogEntry`` for the operator, a log line)."""
 
 from .display import LEASE_STYLE, precise, render_lease_state
@@ -20,6 +21,7 @@ from .options import (
     GlobalLeaseAdmin,
     OwnershipMarkerAdmin,
 )
+from .passes import PassSummaryAdmin
 from .runs import (
     UpdateRequestAdmin,
     WorkflowEventAdmin,
@@ -36,6 +38,7 @@ __all__ = [
     "LeaseStateFilter",
     "OverviewAdmin",
     "OwnershipMarkerAdmin",
+    "PassSummaryAdmin",
     "UpdateRequestAdmin",
     "WorkflowEventAdmin",
     "WorkflowRunAdmin",

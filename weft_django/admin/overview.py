@@ -2,21 +2,29 @@
 
 Every list is bounded (``LIMIT``) and every count capped (``COUNT(*)`` over a
 ``LIMIT`` subquery), each served by an index, so the page costs the same at a
-thousand runs and at a million: the database clock (1 query), engines (1),
-all counts (1), stuck claims (1), suspended and failed runs of the last day
-(2), old pending signals and update requests (2), and the retention summary
-(table sizes from the catalog and the oldest prunable run: at most five).
+thousand runs and at a million: the database clock (1 query), engines (3:
+live, dead, recently stopped; the engines of Celery passes are not listed),
+the Celery pass summaries (1), all counts (1), stuck claims (1), stuck runs
+(:mod:`.stuck`: 1, and 1 more to ask the ownership mode who owns the
+candidates, when there are any), suspended and failed runs of the last day (2), old
+pending signals and update requests (2), and the retention summary (table
+sizes from the catalog and the oldest prunable run: at most five).
+
+Errors and payloads are shown as JSON (``json.dumps`` with an indent), never
+as Python's repr.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
@@ -24,7 +32,10 @@ from ..conf import Timing, get_settings
 from ..models import (
     Claim,
     Engine,
+    EngineKind,
     EngineStatus,
+    PassKind,
+    PassSummary,
     RunStatus,
     UpdateRequest,
     UpdateStatus,
@@ -32,15 +43,26 @@ from ..models import (
     WorkflowSignal,
     db_for,
 )
-from ..ownership.modes import ownership_class
+from ..ownership.modes import ownership_class, ownership_for
 from ..runtime import retention_stats
+from .stuck import stuck_runs
 
 #: Runs counted per status on the overview before it says "1,000+".
 STATUS_COUNT_CAP = 1_000
 #: Rows listed per section (the section links to the full, filtered changelist).
 SECTION_LIMIT = 20
-#: Engines listed: every running one and those stopped in the last day, newest first.
-ENGINE_LIMIT = 50
+#: Live engines listed (all of them, in practice: beyond it the list says "and N more").
+LIVE_ENGINE_LIMIT = 200
+#: Dead engines (lease expired, never stopped) listed, most recently dead first.
+DEAD_ENGINE_LIMIT = 20
+#: Engines stopped in the last day listed, most recently stopped first.
+STOPPED_ENGINE_LIMIT = 20
+#: Engine kinds listed as engine rows: the Celery passes' short-lived engines are
+#: not (their results are the "Celery passes" section).
+LISTED_KINDS = tuple(kind for kind in EngineKind.values if kind != EngineKind.CELERY)
+NOT_STOPPED = (EngineStatus.RUNNING, EngineStatus.DISPOSING)
+#: The engine id the overview asks the ownership strategy as (it registers no row).
+OVERVIEW_ENGINE_ID = "weft-admin-overview"
 #: Signals and update requests pending for longer than this are listed.
 DEFAULT_PENDING_AGE = timedelta(minutes=1)
 RECENT = timedelta(days=1)
@@ -53,12 +75,27 @@ def retention_summary(using: str | None) -> dict[str, Any]:
     return retention_stats.summary(using=using)
 
 
+def as_json(value: Any) -> str:
+    """``value`` as indented JSON (what the overview shows for errors and payloads)."""
+    return json.dumps(value, indent=2, sort_keys=True, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def ago(seconds: float) -> str:
+    """A duration in the past, e.g. ``"12 s"``, ``"4 min"``, ``"3 h"``, ``"2 d"``."""
+    seconds = max(seconds, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
+
+
 def engine_state(engine: Engine, now: datetime, timing: Timing) -> str:
-    """stopped / expired (past the grace) / expiring (two renewals missed) / live."""
+    """stopped / dead (lease expired past the grace, never stopped) / expiring (two
+    renewals missed) / live."""
     if engine.status == EngineStatus.STOPPED:
         return "stopped"
     if timing.is_expired(engine.lease_expires_at, now):
-        return "expired"
+        return "dead"
     left = (engine.lease_expires_at - now).total_seconds()
     if left < timing.ttl - timing.expiry_grace:
         return "expiring"
@@ -87,6 +124,53 @@ def pass_rows(passes: dict[str, Any] | None) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def engine_row(engine: Engine, now: datetime, timing: Timing) -> dict[str, Any]:
+    """One engine row: its state, and its lease left (live) or how long ago it
+    ended (dead: since its lease expired; stopped: since it stopped)."""
+    state = engine_state(engine, now, timing)
+    left = (engine.lease_expires_at - now).total_seconds()
+    ended = engine.stopped_at if state == "stopped" else engine.lease_expires_at
+    return {
+        "engine": engine,
+        "claims_held": Count_(cast(Any, engine).claims_held, CLAIMS_COUNT_CAP),
+        "state": state,
+        "lease_left": left if state in ("live", "expiring") else None,
+        "ended_ago": ago((now - ended).total_seconds()) if ended and left < 0 else None,
+        "passes": pass_rows(engine.passes),
+    }
+
+
+def pass_summaries(now: datetime, using: str) -> list[dict[str, Any]]:
+    """The last run of each Celery pass (one ``PassSummary`` row per kind, one
+    query), the known kinds first; a kind that never ran is listed as such."""
+    rows = {row.kind: row for row in PassSummary.objects.using(using).order_by()}
+    kinds = [*PassKind.values, *sorted(kind for kind in rows if kind not in PassKind.values)]
+    labels = dict(PassKind.choices)
+    found: list[dict[str, Any]] = []
+    for kind in kinds:
+        row = rows.get(kind)
+        if row is None:
+            if kind != PassKind.PRUNE:  # the prune task is off unless scheduled
+                found.append({"kind": kind, "label": labels.get(kind, kind), "row": None})
+            continue
+        counts = row.counts if isinstance(row.counts, dict) else {}
+        found.append(
+            {
+                "kind": kind,
+                "label": labels.get(kind, kind),
+                "row": row,
+                "ago": ago((now - row.finished_at).total_seconds()),
+                "seconds": (row.finished_at - row.started_at).total_seconds(),
+                "counts": sorted(counts.items()),
+                "failures_json": as_json(row.failures) if row.failures else "",
+                "last_error_ago": (
+                    ago((now - row.last_error_at).total_seconds()) if row.last_error_at else None
+                ),
+            }
+        )
+    return found
 
 
 #: Claims counted per engine on the overview before it says "10,000+".
@@ -163,22 +247,33 @@ def overview_data(
     since = now - RECENT
     old = now - pending_age
 
-    engines = list(
-        Engine.objects.using(using)
-        .filter(~Q(status=EngineStatus.STOPPED) | Q(stopped_at__gte=since))
-        .annotate(claims_held=claims_held(connections[using]))
-        .order_by("-started_at")[:ENGINE_LIMIT]
+    engines = Engine.objects.using(using)
+    cutoff = engine_timing.cutoff(now)
+    running = engines.filter(status__in=NOT_STOPPED).exclude(kind=EngineKind.CELERY)
+    live, dead = (
+        running.filter(lease_expires_at__gte=cutoff),
+        running.filter(lease_expires_at__lt=cutoff),
     )
-    engine_rows = [
-        {
-            "engine": engine,
-            "claims_held": Count_(engine.claims_held, CLAIMS_COUNT_CAP),
-            "state": engine_state(engine, now, engine_timing),
-            "lease_left": (engine.lease_expires_at - now).total_seconds(),
-            "passes": pass_rows(engine.passes),
-        }
-        for engine in engines
-    ]
+    stopped = engines.filter(
+        status=EngineStatus.STOPPED, kind__in=LISTED_KINDS, stopped_at__gte=since
+    )
+    held = claims_held(connections[using])
+    # One statement for the live and the dead: by lease end, the live come first.
+    not_stopped = list(
+        running.annotate(claims_held=held).order_by("-lease_expires_at", "id")[
+            : LIVE_ENGINE_LIMIT + DEAD_ENGINE_LIMIT
+        ]
+    )
+    alive = [e for e in not_stopped if e.lease_expires_at >= cutoff][:LIVE_ENGINE_LIMIT]
+    groups = {
+        "live": sorted(alive, key=lambda e: (e.started_at, e.id)),
+        "dead": [e for e in not_stopped if e.lease_expires_at < cutoff][:DEAD_ENGINE_LIMIT],
+        "stopped": list(
+            stopped.annotate(claims_held=held).order_by("-stopped_at", "id")[:STOPPED_ENGINE_LIMIT]
+        ),
+    }
+    listed = [engine for group in groups.values() for engine in group]
+    engine_rows = [engine_row(engine, now, engine_timing) for engine in listed]
 
     runs = WorkflowRun.objects.using(using)
     stuck = Claim.objects.using(using).filter(holder__lease_expires_at__lt=claim_cutoff)
@@ -195,6 +290,9 @@ def overview_data(
         for status in RunStatus.values
     }
     count_queries.update(
+        live_engines=live.order_by(),
+        dead_engines=dead.order_by(),
+        stopped_engines=stopped.order_by(),
         stuck=stuck.order_by(),
         signals=signals.order_by(),
         updates=updates.order_by(),
@@ -206,11 +304,36 @@ def overview_data(
     def count(key: str) -> Count_:
         return Count_(counts[key], STATUS_COUNT_CAP)
 
+    suspended_runs = list(recent_suspended.order_by("-updated_at")[:SECTION_LIMIT])
+    failed_runs = list(recent_failed.order_by("-finished_at")[:SECTION_LIMIT])
+    for run in (*suspended_runs, *failed_runs):
+        # Shown by the template as ``r.error_json`` (the list is also the views').
+        cast(Any, run).error_json = as_json(run.error) if run.error is not None else ""
+    old_signals = list(signals.order_by("id")[:SECTION_LIMIT])
+    old_updates = list(updates.order_by("id")[:SECTION_LIMIT])
+    messages: list[Any] = [*old_signals, *old_updates]
+    for message in messages:
+        message.payload_json = as_json(message.payload)
     return {
         "now": now,
         "pending_age": pending_age,
         "engines": engine_rows,
-        "engine_limit": ENGINE_LIMIT,
+        "engine_counts": {group: count(f"{group}_engines") for group in groups},
+        # Not listed (beyond the limit): "and N more".
+        "engines_more": {
+            group: max(counts[f"{group}_engines"] - len(rows), 0) for group, rows in groups.items()
+        },
+        "passes": pass_summaries(now, using),
+        "stuck_runs": stuck_runs(
+            now,
+            settings.claim_ttl,
+            limit=SECTION_LIMIT,
+            using=using,
+            live_owners=ownership_for(
+                OVERVIEW_ENGINE_ID, settings, using=using, clock=lambda: now
+            ).live_owners,
+        ),
+        "claim_ttl": settings.claim_ttl,
         "statuses": [
             {"status": status, "label": label, "count": count(f"status:{status}")}
             for status, label in RunStatus.choices
@@ -221,13 +344,13 @@ def overview_data(
             ]
         ),
         "stuck_count": count("stuck"),
-        "suspended_runs": list(recent_suspended.order_by("-updated_at")[:SECTION_LIMIT]),
+        "suspended_runs": suspended_runs,
         "suspended_count": count("suspended"),
-        "failed_runs": list(recent_failed.order_by("-finished_at")[:SECTION_LIMIT]),
+        "failed_runs": failed_runs,
         "failed_count": count("failed"),
-        "old_signals": list(signals.order_by("id")[:SECTION_LIMIT]),
+        "old_signals": old_signals,
         "signals_count": count("signals"),
-        "old_updates": list(updates.order_by("id")[:SECTION_LIMIT]),
+        "old_updates": old_updates,
         "updates_count": count("updates"),
         "retention": retention_summary(using),
         "section_limit": SECTION_LIMIT,

@@ -1,5 +1,6 @@
 """Retention: delete finished runs (with their events, signals and update rows)
-and stopped engines past their retention, in bounded batches (docs/retention.md).
+and stopped or dead engines past their retention, in bounded batches
+(docs/retention.md).
 
 Each batch is its own short transaction: the batch's run rows are locked
 (``SELECT ... FOR UPDATE SKIP LOCKED`` where the database has it) and
@@ -12,9 +13,14 @@ Never deleted: a run that is not terminal; a finished child whose parent exists
 and is not finished (the parent reads the child's result when it wakes); a
 finished run whose claim still has a holder (the next pass takes it); and any
 claim row: the claim row keeps the workflow id's epoch, so a purged id that is
-started again is claimed at a higher epoch and a stale owner stays fenced. A
-stopped engine is deleted only when no claim, global lease row or pruner lease
-names it (``Claim.holder`` and ``GlobalLease.holder`` are ``PROTECT``).
+started again is claimed at a higher epoch and a stale owner stays fenced. An
+engine is deleted only when no claim, global lease row or pruner lease names
+it (``Claim.holder`` and ``GlobalLease.holder`` are ``PROTECT``). Engines are
+walked three ways, each keyset-paginated on an index: stopped engines by
+``stopped_at`` (``ENGINES``), dead ones (lease expired, never stopped: the
+process was killed) by ``lease_expires_at`` (``ENGINES`` too), and the
+stopped engines of Celery passes by ``stopped_at`` (``CELERY_ENGINES``,
+shorter: their summaries live in ``PassSummary``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ..models import (
     TERMINAL_STATUSES,
     Claim,
     Engine,
+    EngineKind,
     EngineStatus,
     GlobalLease,
     PrunerLease,
@@ -180,6 +187,8 @@ class Pruner:
                 self.retentions[status] = keep
         keep_engines = override if override is not None else self.policy.engines
         self.engine_retention = keep_engines if engines else None
+        keep_celery = override if override is not None else self.policy.celery_engines
+        self.celery_retention = keep_celery if engines else None
         self.dry_run = dry_run
         self.on_batch = on_batch
         self.using = db_for(using)
@@ -199,10 +208,13 @@ class Pruner:
             if not self._runs(status, cutoff, summary):
                 summary.complete = False
                 break
-        if summary.complete and self.engine_retention is not None:
-            cutoff = now - timedelta(seconds=self.engine_retention)
-            summary.cutoffs["engines"] = cutoff
-            summary.complete = self._engines(cutoff, summary)
+        engine_keeps = {"engines": self.engine_retention, "celery_engines": self.celery_retention}
+        for target, engines_kept in engine_keeps.items():
+            if summary.complete and engines_kept is not None:
+                summary.cutoffs[target] = now - timedelta(seconds=engines_kept)
+        for query, column in self._engine_walks(summary.cutoffs):
+            if summary.complete:
+                summary.complete = self._engines(query, column, summary)
         summary.seconds = time.monotonic() - self._began
         return summary
 
@@ -298,26 +310,37 @@ class Pruner:
 
     # -- engines ----------------------------------------------------------------------
 
-    def _engines(self, cutoff: datetime, summary: PruneSummary) -> bool:
-        """Stopped engines past ``cutoff`` that nothing names, oldest first."""
+    def _engine_walks(self, cutoffs: dict[str, datetime]) -> list[tuple[Q, str]]:
+        """(which engines, the column walked) for each engine retention in ``cutoffs``:
+        stopped and dead engines past ``ENGINES``, stopped Celery ones past
+        ``CELERY_ENGINES``."""
+        walks: list[tuple[Q, str]] = []
+        if "engines" in cutoffs:
+            cutoff = cutoffs["engines"]
+            walks.append((Q(status=EngineStatus.STOPPED, stopped_at__lt=cutoff), "stopped_at"))
+            dead = Q(status__in=(EngineStatus.RUNNING, EngineStatus.DISPOSING))
+            walks.append((dead & Q(lease_expires_at__lt=cutoff), "lease_expires_at"))
+        if "celery_engines" in cutoffs:
+            stopped = Q(status=EngineStatus.STOPPED, kind=EngineKind.CELERY)
+            walks.append((stopped & Q(stopped_at__lt=cutoffs["celery_engines"]), "stopped_at"))
+        return walks
+
+    def _engines(self, query: Q, column: str, summary: PruneSummary) -> bool:
+        """The engines of ``query`` that nothing names, oldest ``column`` first."""
         after: tuple[datetime | None, str] | None = None  # never None: filtered on __lt
         while True:
             if self._out_of_time():
                 return False
-            page = Engine.objects.using(self.using).filter(
-                status=EngineStatus.STOPPED, stopped_at__lt=cutoff
-            )
+            page = Engine.objects.using(self.using).filter(query)
             if after is not None:
                 page = page.filter(
-                    Q(stopped_at__gt=after[0]) | Q(stopped_at=after[0], id__gt=after[1])
+                    Q(**{f"{column}__gt": after[0]}) | Q(**{column: after[0], "id__gt": after[1]})
                 )
-            rows = list(
-                page.order_by("stopped_at", "id").values_list("stopped_at", "id")[: self.batch_size]
-            )
+            rows = list(page.order_by(column, "id").values_list(column, "id")[: self.batch_size])
             if not rows:
                 return True
             after = rows[-1]
-            deleted, busy = self._engine_batch(cutoff, [engine_id for _, engine_id in rows])
+            deleted, busy = self._engine_batch(query, [engine_id for _, engine_id in rows])
             summary.batches += 1
             summary.deleted["engines"] += deleted
             summary.skipped["busy"] += busy
@@ -328,10 +351,10 @@ class Pruner:
             if len(rows) < self.batch_size:
                 return True
 
-    def _engine_batch(self, cutoff: datetime, ids: list[str]) -> tuple[int, int]:
+    def _engine_batch(self, query: Q, ids: list[str]) -> tuple[int, int]:
         free = (
             Engine.objects.using(self.using)
-            .filter(pk__in=ids, status=EngineStatus.STOPPED, stopped_at__lt=cutoff)
+            .filter(query, pk__in=ids)
             .exclude(Exists(Claim.objects.filter(holder=OuterRef("pk"))))
             .exclude(Exists(GlobalLease.objects.filter(holder=OuterRef("pk"))))
             .exclude(Exists(PrunerLease.objects.filter(holder=OuterRef("pk"))))

@@ -17,7 +17,10 @@ update request) and:
 
 Each pass is one engine (an ``Engine`` row of kind ``celery``): registered at
 the start, its summary stored on its row, every claim released and the row
-marked stopped at the end, also when the pass raises. A pass selects at most
+marked stopped at the end, also when the pass raises. The pass's summary is
+also upserted into its kind's ``PassSummary`` row (one row per pass kind:
+:mod:`.pass_summaries`), which the admin overview shows; the stopped engine
+rows themselves are not listed there and retention deletes them early. A pass selects at most
 ``limits.batch_size`` runs and starts no new run once ``limits.time_budget``
 has passed (those left are ``deferred`` to the next pass).
 """
@@ -32,16 +35,17 @@ from functools import partial
 from typing import Any
 
 from django.db import DatabaseError
+from django.utils import timezone
 
 from ..conf import PassLimits, WeftSettings
 from ..exceptions import DrainError
-from ..models import EngineKind
+from ..models import EngineKind, PassKind
 from ..ownership import metrics
 from ..ownership.engines import record_passes
 from ..ownership.outcomes import Outcome, PassResult
 from ..ownership.signal_poll import has_buffered_signal, signal_stranded
 from ..ownership.update_poll import has_pending_update, update_stranded
-from . import registry, wakeups
+from . import pass_summaries, registry, wakeups
 from .engine import TurnOutcome, WorkflowEngine
 
 logger = logging.getLogger("weft_django.store_passes")
@@ -59,15 +63,21 @@ RACED_TURNS = frozenset(
 
 @dataclass(frozen=True)
 class StoreScan:
-    """One store-wide pass: its name, how it selects runs, and its post-win re-check."""
+    """One store-wide pass: its name, how it selects runs, its post-win re-check,
+    and the ``PassSummary`` row it records into."""
 
     name: str
     select: Callable[..., list[tuple[str, str]]]
     still_wanted: Callable[..., bool]
+    kind: str = ""
 
 
-SIGNAL_POLL = StoreScan("signal_poll_pass", signal_stranded, has_buffered_signal)
-UPDATE_POLL = StoreScan("update_poll_pass", update_stranded, has_pending_update)
+SIGNAL_POLL = StoreScan(
+    "signal_poll_pass", signal_stranded, has_buffered_signal, PassKind.SIGNAL_POLL
+)
+UPDATE_POLL = StoreScan(
+    "update_poll_pass", update_stranded, has_pending_update, PassKind.UPDATE_POLL
+)
 
 
 def run_store_pass(
@@ -82,24 +92,50 @@ def run_store_pass(
     The boot gates of the configured mode run first (a marker mismatch raises
     ``OwnershipModeMismatchError`` having written nothing).
     """
-    engine = WorkflowEngine(kind=EngineKind.CELERY, settings=settings, using=using).start()
-    result = PassResult(scan.name, started_at=engine.now())
+    engine = WorkflowEngine(kind=EngineKind.CELERY, settings=settings, using=using)
+    try:
+        engine.start()
+        result = PassResult(scan.name, started_at=engine.now())
+    except Exception as exc:
+        if scan.kind:  # the pass never ran: its row says why
+            now = timezone.now()
+            pass_summaries.record_pass(
+                scan.kind, started_at=now, finished_at=now, counts={}, error=exc, using=using
+            )
+        raise
+    error: BaseException | None = None
     try:
         StorePass(engine, scan, limits).run(result)
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
-        _close(engine, result.done())
+        _close(engine, result.done(), scan.kind, error)
     return result.summary(engine.engine_id)
 
 
-def _close(engine: WorkflowEngine, result: PassResult) -> None:
-    """Record the summary on the engine row, release everything, mark it stopped.
-    Runs also when the pass raised: errors here are logged, not raised over it."""
+def _close(
+    engine: WorkflowEngine, result: PassResult, kind: str, error: BaseException | None
+) -> None:
+    """Record the summary on the engine row and in ``kind``'s ``PassSummary`` row,
+    release everything, mark the engine stopped. Runs also when the pass raised:
+    errors here are logged, not raised over it."""
     metrics.observe_pass(result)
+    summary = result.summary(engine.engine_id)
     try:
-        summary = result.summary(engine.engine_id)
         record_passes(engine.engine_id, {result.name: summary}, using=engine.using)
     except DatabaseError as exc:
         logger.warning("%s: could not record the summary: %s", result.name, exc)
+    if kind:
+        finished_at = result.finished_at or result.started_at
+        pass_summaries.record_store_pass(
+            kind,
+            summary,
+            started_at=result.started_at,
+            finished_at=finished_at,
+            error=error,
+            using=engine.using,
+        )
     try:
         engine.shutdown()
     except DatabaseError as exc:
