@@ -162,11 +162,7 @@ def held_woken(
 
 def started(names: list[str], *, using: str | None = None) -> QuerySet[WorkflowRun]:
     """Running or waiting runs of ``names`` (mode ``lease``: all of them are held)."""
-    return (
-        _runs(using)
-        .filter(status__in=STARTED_STATUSES, workflow_name__in=names)
-        .order_by("pk")
-    )
+    return _runs(using).filter(status__in=STARTED_STATUSES, workflow_name__in=names).order_by("pk")
 
 
 def started_due(
