@@ -103,7 +103,7 @@ def take_due(
         return []
     batch = takeover.take_ownerless(claims, run_ids, names, now)
     if batch.busy:
-        logger.info("the tick found released runs locked; retried next tick")
+        logger.debug("the tick found released runs locked; retried next tick")
     return list(_settle(claims, batch, takeover=False).kept)
 
 
