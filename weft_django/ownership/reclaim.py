@@ -20,6 +20,11 @@ pending, a wake hint, a due timer) is handed to ``drive``; a parked run with
 nothing due is held without a turn (its turn would only park it again). A
 drive that fails keeps the claim: the host retries it on later passes, it is
 never released on failure.
+
+Released runs that are due are taken sooner, by the fast tick
+(:func:`take_due`, from the tick's own query off the wake indexes): the pass
+is the backstop for those, and the only path for released runs with nothing
+due (docs/ownership.md, "The release rule").
 """
 
 from __future__ import annotations
