@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from io import StringIO
 from typing import Any
 
@@ -217,6 +218,77 @@ def test_0012_stamps_the_ownerless_claims_of_started_runs() -> None:
         executor.migrate(after)
         stamped = Claim.objects.filter(released_at__isnull=False).values_list("pk", flat=True)
         assert sorted(stamped) == ["running-free", "waiting-free"]
+    finally:
+        Claim.objects.all().delete()
+        from weft_django.models import Engine, WorkflowRun
+
+        WorkflowRun.objects.all().delete()
+        Engine.objects.all().delete()
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("weft_django"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0013_stamps_the_free_claims_that_resume_left_unstamped() -> None:
+    """Issue 24: a resumed run's claim had no holder and no stamp; 0013 stamps it
+    (and the free claims of other started runs), not those of held, ended,
+    suspended or pending runs, and keeps an existing stamp."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = (
+        [("weft_django", "0012_claim_released_at")],
+        [("weft_django", "0013_claim_release_rule")],
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    apps = executor.loader.project_state(before).apps
+    run, claim = (
+        apps.get_model("weft_django", "WorkflowRun"),
+        apps.get_model("weft_django", "Claim"),
+    )
+    engine = apps.get_model("weft_django", "Engine").objects.create(
+        id="m-engine",
+        pid=1,
+        hostname="h",
+        kind="worker",
+        ownership_mode="workflow-lease",
+        started_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+        lease_expires_at=timezone.now(),
+    )
+    earlier = timezone.now() - timedelta(hours=1)
+    for run_id, status, holder, stamp in (
+        ("resumed", "waiting", None, None),
+        ("running-free", "running", None, None),
+        ("stamped", "waiting", None, earlier),
+        ("waiting-held", "waiting", engine, None),
+        ("done-free", "completed", None, None),
+        ("suspended-free", "suspended", None, None),
+        ("pending-free", "pending", None, None),
+    ):
+        run.objects.create(id=run_id, workflow_name="t.wf", status=status)
+        claim.objects.create(
+            workflow_id=run_id,
+            epoch=3,
+            holder=holder,
+            claimed_at=timezone.now() if holder else None,
+            released_at=stamp,
+        )
+    try:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(after)
+        stamps = dict(
+            Claim.objects.filter(released_at__isnull=False).values_list("pk", "released_at")
+        )
+        assert sorted(stamps) == ["resumed", "running-free", "stamped"]
+        assert stamps["stamped"] == earlier
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(before)  # reversible: a no-op
+        assert Claim.objects.filter(released_at__isnull=False).count() == 3
     finally:
         Claim.objects.all().delete()
         from weft_django.models import Engine, WorkflowRun

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from weft_django.models import WorkflowRun
+from weft_django.models import Claim, WorkflowRun
 from weft_django.ownership import scans
 from weft_django.ownership.clock import db_now
 
@@ -146,3 +146,73 @@ def test_held_woken_pages_past_the_due_runs_of_other_engines() -> None:
     later = now + timedelta(microseconds=1)
     WorkflowRunFactory(id="mine", waiting=True, wake_hint_at=later, claim=mine)
     assert scans.held_woken(mine.id, later) == ["mine"]
+
+
+def _load_released_and_finished(count: int) -> None:
+    """``count`` waiting runs ``r-<n>`` whose claims were released (no holder, stamped)
+    and ``count`` completed runs ``f-<n>`` with free claims, in bulk, no ANALYZE; every
+    5,000th released run from the fourth has a wake hint (a resume, a signal)."""
+    run = connection.ops.quote_name(WorkflowRun._meta.db_table)
+    claim = connection.ops.quote_name(Claim._meta.db_table)
+    with connection.cursor() as cursor:
+        for prefix, status, stamp in (("r-", "waiting", "now()"), ("f-", "completed", "NULL")):
+            cursor.execute(
+                f"INSERT INTO {run} (id, workflow_name, workflow_version, status, args, kwargs, "
+                "parent_id, created_at, updated_at) "
+                "SELECT %s || n, 't.wf', 1, %s, '[]', '{}', '', now(), now() "
+                "FROM generate_series(0, %s) n",
+                [prefix, status, count - 1],
+            )
+            cursor.execute(
+                f"INSERT INTO {claim} (workflow_id, epoch, released_at) "
+                f"SELECT %s || n, 1, {stamp} FROM generate_series(0, %s) n",
+                [prefix, count - 1],
+            )
+        ids = [f"r-{n}" for n in range(3, count, 5000)]
+        cursor.execute(f"UPDATE {run} SET wake_hint_at = now() WHERE id = ANY(%s)", [ids])
+
+
+@pytest.mark.postgres
+def test_postgresql_takes_released_due_runs_by_key_not_by_scanning(make_engine) -> None:
+    """The tick's take of released runs that are due (the release rule): the wake
+    indexes, then the claims and runs of the due ones by primary key, whatever the
+    parked, released and finished runs around them."""
+    engine = make_engine()
+    _load_held_parked(engine.engine_id)
+    _load_released_and_finished(HELD)
+    now = db_now()
+    held = scans.held_woken(engine.engine_id, now)
+    with CaptureQueriesContext(connection) as queries:
+        due = engine.ownership.due_runs(now, ["t.wf"], limit=100)
+    taken = [f"r-{n}" for n in range(3, HELD, 5000)]
+    assert len(held) == 8 and sorted(due) == sorted([*held, *taken])
+    assert Claim.objects.filter(pk__in=taken, holder_id=engine.engine_id).count() == len(taken)
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith(("SELECT", "UPDATE"))
+        and "set_config" not in q["sql"]
+        and "current_setting" not in q["sql"]
+    ]
+    # Two wake-index pages; then the claims locked, the runs re-read, the claims moved.
+    assert len(statements) == 5, statements
+    claim_table, run_table = Claim._meta.db_table, WorkflowRun._meta.db_table
+    for sql in statements:
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+            (raw,) = cursor.fetchone()
+        plan = raw if isinstance(raw, list) else json.loads(raw)
+        nodes = plan_nodes(plan[0]["Plan"])
+        kinds = {n["Node Type"] for n in nodes}
+        assert "Seq Scan" not in kinds, (sql, kinds)
+        for node in [n for n in nodes if n.get("Index Name")]:
+            index, cond = node.get("Index Name"), node.get("Index Cond", "")
+            if index in ("weft_run_wake_hint_idx", "weft_run_wake_at_idx"):
+                continue  # the tick's pages, walked in order up to WOKEN_PAGE rows
+            # Anything else is looked up by the keys of the due runs (a page's row,
+            # or the ids the page found): the primary keys, or the claims'
+            # (holder, workflow_id) index seeked on both.
+            keyed = ("= ANY" in cond) or (f"{run_table}.id" in cond)
+            by_key = (f"{claim_table}_pkey", f"{run_table}_pkey", "weft_claim_holder_wid_idx")
+            assert index in by_key, (sql, index)
+            assert keyed and ("workflow_id" in cond or "id" in cond), (sql, cond)

@@ -19,7 +19,6 @@ from datetime import datetime
 
 from django.db import OperationalError, transaction
 from django.db.models import F
-from django.db.models.functions import Now
 
 from ..conf import Timing, get_settings
 from ..exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning, warn
@@ -29,6 +28,7 @@ from .clock import Clock, DbNow, db_now, seconds
 from .cooldown import Cooldown
 from .first_claims import insert_first_claims
 from .locks import PASS_LOCK_WAIT, bounded_lock_wait, is_lock_failure
+from .release import release_engine, release_held
 from .results import (
     Acquired,
     BackoffSkipped,
@@ -378,13 +378,18 @@ class ClaimRegistry:
         result.finished_at = now + seconds(time.monotonic() - started)
         return result
 
-    def release(self, workflow_id: str, *, epoch: int | None = None) -> Released | NotHeld:
-        """Give a claim up, epoch unchanged (terminal/suspend commits do it in-line)."""
+    def release(
+        self, workflow_id: str, *, epoch: int | None = None, ended: bool = False
+    ) -> Released | NotHeld:
+        """Give a claim up, epoch unchanged (terminal/suspend commits do it in-line).
+
+        ``ended``: the run is finished, suspended or gone, so nothing should
+        take it (the release rule, :mod:`.release`, leaves it unstamped)."""
         epoch = self.epoch_of(workflow_id) if epoch is None else epoch
         if epoch is None:
             return NotHeld(workflow_id)
         self.forget(workflow_id, epoch)
-        released = release_statement(self.using, workflow_id, self.engine_id, epoch)
+        released = release_held(self.using, workflow_id, self.engine_id, epoch, ended=ended)
         return Released(workflow_id, epoch) if released else NotHeld(workflow_id)
 
     def release_all(self) -> int:
@@ -393,11 +398,7 @@ class ClaimRegistry:
             count = len(self._held)
             self._held.clear()
         metrics.claims_active.dec(count)
-        return (
-            Claim.objects.using(self.using)
-            .filter(holder_id=self.engine_id)
-            .update(holder_id=None, claimed_at=None, released_at=Now())
-        )
+        return release_engine(self.using, self.engine_id)
 
     def check_wake(self, workflow_id: str, wake_kind: str) -> bool:
         """Before driving a run for a wake: does the database agree we hold it?
@@ -424,12 +425,7 @@ class ClaimRegistry:
 def release_statement(
     using: str, workflow_id: str, engine_id: str, epoch: int, *, ended: bool = False
 ) -> bool:
-    """The release UPDATE itself, for use inside a caller's transaction. Unless
-    the run has ``ended``, the claim is stamped ``released_at`` for the reclaim
-    sweep (a run found ended there later is unstamped by the sweep)."""
-    return (
-        Claim.objects.using(using)
-        .filter(workflow_id=workflow_id, holder_id=engine_id, epoch=epoch)
-        .update(holder_id=None, claimed_at=None, released_at=None if ended else Now())
-        == 1
-    )
+    """The release UPDATE itself, for use inside a caller's transaction: the
+    release rule's :func:`~weft_django.ownership.release.release_held` (unless
+    the run has ``ended``, the claim is stamped ``released_at``)."""
+    return release_held(using, workflow_id, engine_id, epoch, ended=ended)

@@ -26,6 +26,7 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from ..models import Claim, UpdateRequest, WorkflowEvent, WorkflowRun
+from .release import ENDED_SQL as RELEASED_ENDED
 from .statements import hot_cursor
 
 EVENT_COLUMNS = (
@@ -197,8 +198,7 @@ def fenced_finish(
     run_table = quote(WorkflowRun._meta.db_table)
     request_table = quote(UpdateRequest._meta.db_table)
     parts = [
-        f"WITH rel AS (UPDATE {claim_table} SET holder_id = NULL, claimed_at = NULL, "
-        "released_at = NULL "
+        f"WITH rel AS (UPDATE {claim_table} SET {RELEASED_ENDED} "
         "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
     ]
     params: list[Any] = [workflow_id, engine_id, epoch]

@@ -20,6 +20,11 @@ pending, a wake hint, a due timer) is handed to ``drive``; a parked run with
 nothing due is held without a turn (its turn would only park it again). A
 drive that fails keeps the claim: the host retries it on later passes, it is
 never released on failure.
+
+Released runs that are due are taken sooner, by the fast tick
+(:func:`take_due`, from the tick's own query off the wake indexes): the pass
+is the backstop for those, and the only path for released runs with nothing
+due (docs/ownership.md, "The release rule").
 """
 
 from __future__ import annotations
@@ -90,6 +95,24 @@ def reclaim_scan(
     except DatabaseError as exc:
         logger.warning("reclaim pass stopped early: %s", exc)
     return result.done()
+
+
+def take_due(
+    claims: ClaimRegistry, run_ids: list[str], names: Collection[str], now: datetime
+) -> list[str]:
+    """The fast tick's share of the reclaim: take released runs that are due (a
+    wake hint, a due timer: found by the tick's own query, :func:`.scans.woken`)
+    in one batch, by the same rules as the released page of a pass (claims
+    still without a holder, locked, their runs re-read under the locks, moved
+    in one conditional UPDATE, epoch + 1; none while disposing). Returns the ids
+    won, each with a turn due; what the batch could not take is left to the
+    next tick or pass."""
+    if not run_ids or claims.disposing:
+        return []
+    batch = takeover.take_ownerless(claims, run_ids, names, now)
+    if batch.busy:
+        logger.debug("the tick found released runs locked; retried next tick")
+    return list(_settle(claims, batch, takeover=False).kept)
 
 
 def _full_sweep_due(claims: ClaimRegistry, sweep: dict[str, str]) -> bool:
@@ -257,6 +280,8 @@ def acquire_stranded(
     else:
         wanted = still_wanted(run_id)
     if not wanted or claims.disposing:
-        claims.release(run_id)
+        # Not wanted by the default test: the run ended. A caller's own test
+        # (a Celery pass's) says nothing about that, so the claim is stamped.
+        claims.release(run_id, ended=not wanted and still_wanted is None)
         return Outcome.LOST_RACE if not wanted else Outcome.NOT_ELIGIBLE
     return Outcome.ACQUIRED

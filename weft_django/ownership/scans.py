@@ -9,6 +9,7 @@ a run it could not drive is never selected.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -65,7 +66,10 @@ def pending_due(now: datetime, *, limit: int = 100, using: str | None = None) ->
     return list(_due_pending(now, using).filter(~has_holder()).values_list("pk", flat=True)[:limit])
 
 
-#: Rows per page of :func:`held_woken`: small enough that a planner with no
+#: The statuses of a run that has started and not ended.
+STARTED_STATUSES = (RunStatus.RUNNING, RunStatus.WAITING)
+
+#: Rows per page of :func:`woken`: small enough that a planner with no
 #: statistics still walks the index in order rather than sorting the table.
 WOKEN_PAGE = 64
 
@@ -78,12 +82,12 @@ def _holder() -> Subquery:
 
 def _woken_page(
     runs: QuerySet[WorkflowRun], column: str, after: tuple[Any, str] | None, size: int
-) -> list[tuple[str, str, str | None, Any]]:
+) -> list[tuple[str, str, str, str | None, Any]]:
     """One page of ``runs`` in ``(column, id)`` order after the keyset ``after``:
-    (id, status, holder, column value). The statement filters on ``column``
-    alone, so it walks that column's index in order up to ``size`` rows
-    whatever the statistics say (a filter on the status or the holder in SQL
-    would let a planner with a stale estimate scan the table instead)."""
+    (id, status, workflow name, holder, column value). The statement filters on
+    ``column`` alone, so it walks that column's index in order up to ``size``
+    rows whatever the statistics say (a filter on the status or the holder in
+    SQL would let a planner with a stale estimate scan the table instead)."""
     if after is not None:
         runs = runs.filter(
             Q(**{f"{column}__gt": after[0]}) | Q(**{column: after[0], "pk__gt": after[1]})
@@ -91,48 +95,74 @@ def _woken_page(
     return list(
         runs.annotate(holder=_holder())
         .order_by(column, "pk")
-        .values_list("pk", "status", "holder", column)[:size]
+        .values_list("pk", "status", "workflow_name", "holder", column)[:size]
     )
+
+
+@dataclass
+class Woken:
+    """What the fast tick's query found: ``held``, the runs this engine holds
+    that are due; ``free``, started runs of the registered types that are due
+    and that nobody holds (released: the release rule, :mod:`.release`)."""
+
+    held: list[str] = field(default_factory=list)
+    free: list[str] = field(default_factory=list)
+
+
+def woken(
+    engine_id: str,
+    now: datetime,
+    names: Collection[str] = (),
+    *,
+    limit: int = 500,
+    using: str | None = None,
+) -> Woken:
+    """Runs with a wake hint, then those whose timer or deadline is due: the fast
+    tick's query. Each kind is read off its own index (``wake_hint_at``,
+    ``wake_at``, then ``id``) in pages of :data:`WOKEN_PAGE`, until ``limit``
+    runs are found or none is left, so the cost follows the runs that are due
+    in the store, not the parked runs this engine holds (before, the query
+    walked every claim it held: 290-500 ms a tick at 46,000 held runs on
+    PostgreSQL), nor the ownerless ones. Kept: the active runs this engine
+    holds (``held``), and the running or waiting runs of ``names`` that have no
+    holder (``free``: released by a graceful stop, a ``resume``, a Celery
+    pass, and now due), which the tick takes at once instead of leaving them
+    to the next reclaim pass. The same rows are read either way: finding the
+    free ones costs no statement."""
+    kinds = (
+        ("wake_hint_at", _runs(using).filter(wake_hint_at__isnull=False)),
+        ("wake_at", _runs(using).filter(wake_at__lte=now)),
+    )
+    held: dict[str, None] = {}
+    free: dict[str, None] = {}
+    names = frozenset(names)
+    size = max(min(limit, WOKEN_PAGE), 1)
+    for column, runs in kinds:
+        after: tuple[Any, str] | None = None
+        while len(held) + len(free) < limit:
+            page = _woken_page(runs, column, after, size)
+            for run_id, status, name, holder, _value in page:
+                if holder == engine_id and status in ACTIVE_STATUSES:
+                    held[run_id] = None
+                elif holder is None and status in STARTED_STATUSES and name in names:
+                    free[run_id] = None
+            if len(page) < size:
+                break
+            after = (page[-1][4], page[-1][0])
+    return Woken(list(held), [run_id for run_id in free if run_id not in held])
 
 
 def held_woken(
     engine_id: str, now: datetime, *, limit: int = 500, using: str | None = None
 ) -> list[str]:
-    """Active runs this engine holds with a wake hint, then those whose timer or
-    deadline is due: the fast tick's query. Each kind is read off its own
-    index (``wake_hint_at``, ``wake_at``, then ``id``) in pages of
-    :data:`WOKEN_PAGE`, until
-    ``limit`` runs of this engine are found or none is left, so the cost
-    follows the runs that are due in the store, not the parked runs this
-    engine holds (before, the query walked every claim it held: 290-500 ms a
-    tick at 46,000 held runs on PostgreSQL). Held runs that are still pending
-    are left out: a worker queues those itself when it claims them."""
-    kinds = (
-        ("wake_hint_at", _runs(using).filter(wake_hint_at__isnull=False)),
-        ("wake_at", _runs(using).filter(wake_at__lte=now)),
-    )
-    found: dict[str, None] = {}
-    size = max(min(limit, WOKEN_PAGE), 1)
-    for column, runs in kinds:
-        after: tuple[Any, str] | None = None
-        while len(found) < limit:
-            page = _woken_page(runs, column, after, size)
-            for run_id, status, holder, _value in page:
-                if holder == engine_id and status in ACTIVE_STATUSES:
-                    found[run_id] = None
-            if len(page) < size:
-                break
-            after = (page[-1][3], page[-1][0])
-    return list(found)[:limit]
+    """The active runs this engine holds with a wake hint, then those whose timer
+    or deadline is due (:func:`woken`'s ``held``)."""
+    return woken(engine_id, now, limit=limit, using=using).held[:limit]
 
 
 def started(names: list[str], *, using: str | None = None) -> QuerySet[WorkflowRun]:
     """Running or waiting runs of ``names`` (mode ``lease``: all of them are held)."""
-    return (
-        _runs(using)
-        .filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING), workflow_name__in=names)
-        .order_by("pk")
-    )
+    return _runs(using).filter(status__in=STARTED_STATUSES, workflow_name__in=names).order_by("pk")
 
 
 def started_due(

@@ -53,8 +53,9 @@ from django.db import OperationalError, connections, transaction
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 
 from ..models import ACTIVE_STATUSES, Claim, Engine, RunStatus, WorkflowRun
-from .claims import ClaimRegistry, release_statement
+from .claims import ClaimRegistry
 from .locks import PASS_LOCK_WAIT, bounded_lock_wait, is_lock_failure
+from .release import release_held, unstamp_ended
 
 logger = logging.getLogger("weft_django.reclaim")
 
@@ -307,11 +308,9 @@ def released_page(
         for run_id in page
         if run_id in runs and runs[run_id][0] in STARTED and runs[run_id][1] in names
     ]
-    ended = [run_id for run_id in page if runs.get(run_id, ("",))[0] not in ACTIVE_STATUSES]
-    if ended:
-        Claim.objects.using(using).filter(workflow_id__in=ended, holder__isnull=True).update(
-            released_at=None
-        )
+    unstamp_ended(
+        using, [run_id for run_id in page if runs.get(run_id, ("",))[0] not in ACTIVE_STATUSES]
+    )
     return free, page[-1] if len(page) == limit else None
 
 
@@ -364,7 +363,7 @@ def settle(claims: ClaimRegistry, batch: Batch, *, takeover: bool) -> Settled:
         return settled
     if claims.disposing:
         for run_id, epoch in batch.won.items():
-            release_statement(claims.using, run_id, claims.engine_id, epoch)
+            release_held(claims.using, run_id, claims.engine_id, epoch)
         settled.released = list(batch.won)
         return settled
     claims.adopt(batch.won, takeover=takeover)

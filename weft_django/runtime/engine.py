@@ -176,8 +176,10 @@ class WorkflowEngine:
             return LostRace(run_id, None)
         return self.ownership.acquire(run_id)
 
-    def release(self, run_id: str) -> None:
-        self.ownership.release(run_id)
+    def release(self, run_id: str, *, ended: bool = False) -> None:
+        """Give up ``run_id``'s claim; ``ended``: the run is finished, suspended or
+        gone (the release rule, :mod:`weft_django.ownership.release`)."""
+        self.ownership.release(run_id, ended=ended)
 
     def prefetch(self, run_ids: list[str]) -> int:
         """Read the first turns of runs this engine has just claimed, in one
@@ -284,10 +286,10 @@ class WorkflowEngine:
             return TurnOutcome.NOT_HELD
         run = prefetched or load_run(run_id, using=self.using)
         if run is None:
-            self.release(run_id)
+            self.release(run_id, ended=True)
             return TurnOutcome.MISSING
         if run["status"] in TERMINAL_STATUSES or run["status"] == RunStatus.SUSPENDED:
-            self.release(run_id)
+            self.release(run_id, ended=True)
             return TurnOutcome.TERMINAL
         if not registry.is_registered(run["workflow_name"]):
             self.release(run_id)

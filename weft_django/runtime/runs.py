@@ -6,7 +6,8 @@ process asks, against a run it need not own: each rotates the claim's epoch
 and drops its holder in the same transaction as the status write
 (:func:`~weft_django.ownership.revoke.revoke_statement`), so a still-running
 owner's next fenced write fails and it stops that run. ``resume`` makes a
-suspended run runnable again under a fresh epoch.
+suspended run runnable again under a fresh epoch, its claim released free to
+take by the release rule (:mod:`weft_django.ownership.release`).
 """
 
 from __future__ import annotations
@@ -280,7 +281,10 @@ def resume_run(workflow_id: str, *, within: Within | None = None, using: str | N
             wake_at=now,
             wake_hint_at=now,
         )
-        revoke_statement(using, workflow_id)
+        # Active again: the claim is released stamped (the release rule), so the
+        # reclaim pass of every worker finds it, and the wake hint makes it due
+        # for the next fast tick (at once with NOTIFY) of any of them.
+        revoke_statement(using, workflow_id, ended=False)
         notify(workflow_id, using=using)
         if within is not None:
             within()

@@ -155,8 +155,10 @@ class Ownership(abc.ABC):
         """Claim ``run_id`` (acquire, re-adopt or take over after expiry)."""
 
     @abc.abstractmethod
-    def release(self, run_id: str) -> None:
-        """Give a claim up, epoch unchanged (not held: nothing happens)."""
+    def release(self, run_id: str, *, ended: bool = False) -> None:
+        """Give a claim up, epoch unchanged (not held: nothing happens). ``ended``:
+        the run is finished, suspended or gone, so nothing should take it (the
+        release rule, :mod:`weft_django.ownership.release`)."""
 
     @abc.abstractmethod
     def fence_epoch(self, run_id: str) -> int | None:
@@ -211,7 +213,8 @@ class Ownership(abc.ABC):
 
     @abc.abstractmethod
     def due_runs(self, now: datetime, names: Collection[str], *, limit: int) -> list[str]:
-        """Runs this engine holds that have a wake hint or a due timer."""
+        """Runs this engine holds that have a wake hint or a due timer (with per-run
+        claims, also the released runs of ``names`` that are due: taken here)."""
 
     @abc.abstractmethod
     def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:

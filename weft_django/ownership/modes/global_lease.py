@@ -81,7 +81,7 @@ class GlobalLeaseOwnership(Ownership):
             return LostRace(run_id, None)
         return Acquired(run_id, epoch)
 
-    def release(self, run_id: str) -> None:
+    def release(self, run_id: str, *, ended: bool = False) -> None:
         """Nothing to give up per run: the global lease covers them all."""
 
     def fence_epoch(self, run_id: str) -> int | None:

@@ -18,13 +18,13 @@ from django.db import connections
 
 from ...conf import Timing, WeftSettings
 from .. import scans
-from ..claims import release_statement
 from ..fence import fenced
 from ..fenced_writes import FencedWrite, fenced_finish, fenced_insert
 from ..group_commit import GroupCommit
 from ..intake import claim_ready
 from ..outcomes import PassResult
-from ..reclaim import reclaim_scan
+from ..reclaim import reclaim_scan, take_due
+from ..release import release_held
 from ..results import ClaimResult, LostRace
 from ..signal_poll import held_with_buffered_signal
 from ..update_poll import held_with_pending_updates
@@ -60,8 +60,8 @@ class WorkflowLeaseOwnership(Ownership):
             return LostRace(run_id, None)
         return self.claims.claim(run_id)
 
-    def release(self, run_id: str) -> None:
-        self.claims.release(run_id)
+    def release(self, run_id: str, *, ended: bool = False) -> None:
+        self.claims.release(run_id, ended=ended)
 
     def fence_epoch(self, run_id: str) -> int | None:
         return self.claims.epoch_of(run_id)
@@ -130,12 +130,16 @@ class WorkflowLeaseOwnership(Ownership):
         )
 
     def release_in_commit(self, run_id: str, epoch: int) -> None:
-        release_statement(self.using, run_id, self.engine_id, epoch, ended=True)
+        release_held(self.using, run_id, self.engine_id, epoch, ended=True)
 
     # -- selection ------------------------------------------------------------------
 
     def due_runs(self, now: datetime, names: Collection[str], *, limit: int) -> list[str]:
-        return scans.held_woken(self.engine_id, now, limit=limit, using=self.using)
+        """The held runs that are due, then the released runs of ``names`` that are
+        due, taken here in one batch (the release rule: a ``resume``, a graceful
+        stop, a Celery pass let them go; :func:`~..reclaim.take_due`)."""
+        found = scans.woken(self.engine_id, now, names, limit=limit, using=self.using)
+        return found.held + take_due(self.claims, found.free, names, now)
 
     def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
         """Off the ready-queue index, claimed in batches: see
