@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
     atomic = False  # DDL: MySQL cannot roll it back anyway
 
     dependencies = [
-        ("weft_django", "0012_claim_released_at"),
+        ("weft_django", "0013_claim_release_rule"),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("weft_django", "0012_claim_released_at"),
+        ("weft_django", "0014_pass_summaries"),
     ]
 
     operations = [
