@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.core import checks
 from django.core.management import CommandError, call_command
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.db.migrations.recorder import MigrationRecorder
 
 from tests.scratch import Scratch, explained
@@ -114,6 +114,20 @@ def test_the_worker_refuses_to_start_and_writes_nothing() -> None:
     assert LAST in message and MIGRATE in message
     assert message.endswith("Nothing was written to the database.")
     assert not Engine.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_silencing_e018_lets_the_worker_start(settings: Any, weft_settings: Any) -> None:
+    weft_settings(TICK_INTERVAL=0.02, CLAIM_TTL=1.0, CLAIM_RENEW_INTERVAL=0.2)
+    _forget(LAST)
+    try:
+        settings.SILENCED_SYSTEM_CHECKS = ["weft.E018"]
+        assert weft_checks.worker_migration_problem() is None
+        assert weft_checks.migration_problem() is not None  # the check itself still finds it
+        call_command("weft_worker", "--once")
+        assert Engine.objects.get().status == "stopped"
+    finally:
+        MigrationRecorder(connection).record_applied("weft_django", LAST)
 
 
 # -- as processes, on a scratch SQLite database -----------------------------------------

@@ -204,6 +204,14 @@ def migration_problem(using: str | None = None) -> str | None:
     )
 
 
+def worker_migration_problem() -> str | None:
+    """:func:`migration_problem` for a worker about to start: its refusal, unless
+    ``weft.E018`` is in ``SILENCED_SYSTEM_CHECKS`` (which silences the check too)."""
+    if "weft.E018" in getattr(django_settings, "SILENCED_SYSTEM_CHECKS", ()):
+        return None
+    return migration_problem()
+
+
 def weft_databases() -> list[str]:
     """The aliases weft's tables live on: the router's choice for weft's models,
     and every ``OPTIONS["DATABASE"]`` of a configured WeftTaskBackend."""
