@@ -295,6 +295,25 @@ def test_e011_a_transport_whose_library_is_not_installed(settings: Any) -> None:
     assert "pip install 'celery[sqs]'" in error.hint
 
 
+@pytest.mark.parametrize(
+    ("broker", "transport"),
+    [
+        (None, "amqp"),
+        ("", "amqp"),
+        ("redis://h:6379/0", "redis"),
+        ("rediss://h", "rediss"),
+        ("redis://a:6379/0;redis://b:6379/0", "redis"),
+        (["sqs://", "redis://h"], "sqs"),
+        ("sqla+postgresql://u@h/db", "sqla"),
+        ("sentinel://h:26379;sentinel://i:26379", "sentinel"),
+    ],
+)
+def test_e011_the_transport_of_a_broker_url(broker: Any, transport: str) -> None:
+    from weft_django.checks import broker_transport
+
+    assert broker_transport(broker) == transport
+
+
 def test_e011_a_broker_url_kombu_cannot_parse_is_left_to_celery(settings: Any) -> None:
     from weft_django.celery import beat_schedule
 

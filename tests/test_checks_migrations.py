@@ -104,6 +104,13 @@ def test_an_unreachable_database_is_skipped(monkeypatch: pytest.MonkeyPatch) -> 
     assert e018("check") == []
 
 
+def test_another_database_is_named_in_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(weft_checks, "unapplied_migrations", lambda using: [LAST])
+    problem = weft_checks.migration_problem("replica")
+    assert problem is not None and problem.startswith("Database 'replica' has 1 unapplied")
+    assert "run `manage.py migrate --database replica` first" in problem
+
+
 @pytest.mark.django_db
 def test_the_worker_refuses_to_start_and_writes_nothing() -> None:
     _forget(LAST)

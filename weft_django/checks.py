@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from . import conf, retention_settings
 from .celery import TASKS
@@ -105,7 +105,10 @@ def check_celery_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks
 
 
 def broker_transport(broker: Any) -> str:
-    """The kombu transport alias of a Celery broker URL (Celery's default: amqp)."""
+    """The kombu transport alias of a Celery broker URL, or of the first of a list
+    or ``;``-separated failover URLs (Celery's default: amqp)."""
+    if isinstance(broker, (list, tuple)):
+        broker = broker[0] if broker else None
     url = str(broker or "").split(";", 1)[0].strip()
     if "://" not in url:
         return "amqp"
@@ -163,7 +166,6 @@ def check_single_engine_in_mode_none(
 # -- weft.E018: weft_django's migrations, applied? -------------------------------------
 
 APP_LABEL = "weft_django"
-MIGRATE = "run `manage.py migrate`"
 
 
 def unapplied_migrations(using: str) -> list[str]:
@@ -197,10 +199,11 @@ def migration_problem(using: str | None = None) -> str | None:
     if not missing:
         return None
     names = ", ".join(missing) if len(missing) <= 3 else f"{missing[0]} to {missing[-1]}"
+    where = "" if alias == DEFAULT_DB_ALIAS else f" --database {alias}"
     return (
         f"Database {alias!r} has {len(missing)} unapplied weft_django migration(s) "
         f"({names}): weft's tables there are missing or older than this version of "
-        f"weft_django, and workers would fail on them; {MIGRATE} first."
+        f"weft_django, and workers would fail on them; run `manage.py migrate{where}` first."
     )
 
 
