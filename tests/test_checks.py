@@ -314,6 +314,19 @@ def test_e011_the_transport_of_a_broker_url(broker: Any, transport: str) -> None
     assert broker_transport(broker) == transport
 
 
+@pytest.mark.skipif(find_spec("sqlalchemy") is not None, reason="sqlalchemy is installed here")
+def test_e011_the_hint_names_the_celery_extra_of_the_transport(settings: Any) -> None:
+    from weft_django.celery import beat_schedule
+    from weft_django.checks import transport_hint
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule()
+    settings.CELERY_BROKER_URL = "sqla+sqlite:////tmp/broker.sqlite3"
+    (error,) = _celery_errors()
+    assert "'sqla' transport" in error.msg and "sqlalchemy" in error.msg
+    assert error.hint == "Install that transport's packages: pip install 'celery[sqlalchemy]'."
+    assert transport_hint("etcd") == "Install the packages kombu's 'etcd' transport needs."
+
+
 def test_e011_a_broker_url_kombu_cannot_parse_is_left_to_celery(settings: Any) -> None:
     from weft_django.celery import beat_schedule
 

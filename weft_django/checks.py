@@ -28,6 +28,21 @@ from .ownership.modes import ownership_class
 CELERY_EXTRA = "pip install 'weft-django[celery]'"
 # kombu's transports that need the redis client (celery[redis]).
 REDIS_TRANSPORTS = ("redis", "rediss", "sentinel")
+# Celery's extra for each other kombu transport alias that has one.
+TRANSPORT_EXTRAS = {
+    "sqs": "sqs",
+    "SQS": "sqs",
+    "sqla": "sqlalchemy",
+    "sqlalchemy": "sqlalchemy",
+    "mongodb": "mongodb",
+    "zookeeper": "zookeeper",
+    "consul": "consul",
+    "gcpubsub": "gcpubsub",
+    "pyro": "pyro",
+    "slmq": "slmq",
+    "SLMQ": "slmq",
+    "librabbitmq": "librabbitmq",
+}
 
 
 @checks.register("weft")
@@ -87,21 +102,28 @@ def check_celery_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks
     failure = broker_transport_failure(getattr(django_settings, "CELERY_BROKER_URL", None))
     if failure:
         transport, error = failure
-        extra = "redis" if transport in REDIS_TRANSPORTS else transport.lower()
         found.append(
             checks.Error(
                 f"CELERY_BEAT_SCHEDULE runs {', '.join(ours)}, but Celery cannot load the "
-                f"{transport!r} transport of CELERY_BROKER_URL: {error}.",
-                hint=(
-                    f"Install weft_django's Celery extra: {CELERY_EXTRA} (it brings "
-                    "celery[redis]: redis and packaging)."
-                    if extra == "redis"
-                    else f"Install that transport's packages: pip install 'celery[{extra}]'."
-                ),
+                f"{transport!r} transport of CELERY_BROKER_URL: {error.rstrip('.')}.",
+                hint=transport_hint(transport),
                 id="weft.E011",
             )
         )
     return found
+
+
+def transport_hint(transport: str) -> str:
+    """What installs the packages kombu's ``transport`` needs."""
+    if transport in REDIS_TRANSPORTS:
+        return (
+            f"Install weft_django's Celery extra: {CELERY_EXTRA} (it brings "
+            "celery[redis]: redis and packaging)."
+        )
+    if transport in TRANSPORT_EXTRAS:
+        extra = TRANSPORT_EXTRAS[transport]
+        return f"Install that transport's packages: pip install 'celery[{extra}]'."
+    return f"Install the packages kombu's {transport!r} transport needs."
 
 
 def broker_transport(broker: Any) -> str:
@@ -120,10 +142,12 @@ def broker_transport_failure(broker: Any) -> tuple[str, str] | None:
     would (import its module and create it, which imports its client library),
     without connecting: ``(transport alias, what failed)`` when that fails, else
     None. A transport kombu does not know is Celery's to report."""
-    from kombu import Connection
-    from kombu.transport import TRANSPORT_ALIASES, resolve_transport
-
     transport = broker_transport(broker)
+    try:
+        from kombu import Connection
+        from kombu.transport import TRANSPORT_ALIASES, resolve_transport
+    except ImportError as exc:
+        return (transport, f"kombu cannot be imported ({exc})")
     if transport not in TRANSPORT_ALIASES:
         return None
     try:
