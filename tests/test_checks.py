@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 from datetime import timedelta
+from importlib.util import find_spec
 from typing import Any
 
 import pytest
@@ -227,32 +230,119 @@ def test_a_weft_beat_schedule_with_celery_installed_is_fine(settings: Any) -> No
     assert _celery_errors() == []
 
 
-@pytest.mark.parametrize("missing", [["celery"], ["redis"], ["celery", "redis"]])
-def test_e009_the_missing_extra_is_explained(
-    settings: Any, monkeypatch: pytest.MonkeyPatch, missing: list[str]
+def test_e011_without_celery(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from weft_django.celery import beat_schedule
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule(update_every=None)
+    monkeypatch.setitem(sys.modules, "celery", None)  # import fails
+    (error,) = _celery_errors()
+    assert error.id == "weft.E011"
+    assert "weft_django.signal_poll_pass" in error.msg and "celery is not installed" in error.msg
+    assert "pip install 'weft-django[celery]'" in error.hint
+
+
+@pytest.fixture
+def without(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Hide modules (their import fails) and make kombu's redis transport module be
+    imported afresh, as in a process where they were never installed."""
+    import kombu.transport
+    import kombu.transport.redis
+
+    def hide(*modules: str) -> None:
+        for module in modules:
+            monkeypatch.setitem(sys.modules, module, None)
+        monkeypatch.delitem(sys.modules, "kombu.transport.redis")
+        # a fresh import rebinds the package attribute: put the original back after
+        monkeypatch.setattr(kombu.transport, "redis", kombu.transport.redis)
+
+    return hide
+
+
+@pytest.mark.parametrize(
+    ("hidden", "says"),
+    [
+        (["packaging", "packaging.version"], "packaging cannot be imported"),  # issue 24
+        (["redis"], "redis cannot be imported"),
+    ],
+)
+@pytest.mark.parametrize("broker", ["redis://127.0.0.1:6379/0", "rediss://h:6380/1"])
+def test_e011_the_redis_transport_cannot_be_loaded(
+    settings: Any, without: Callable[..., None], hidden: list[str], says: str, broker: str
 ) -> None:
     from weft_django.celery import beat_schedule
 
     settings.CELERY_BEAT_SCHEDULE = beat_schedule(update_every=None)
-    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
-    for module in missing:
-        monkeypatch.setitem(__import__("sys").modules, module, None)  # import fails
-
+    settings.CELERY_BROKER_URL = broker
+    assert _celery_errors() == []  # installed here: the transport loads
+    without(*hidden)
     (error,) = _celery_errors()
     assert error.id == "weft.E011"
     assert "weft_django.signal_poll_pass" in error.msg
-    assert " and ".join(missing) in error.msg
-    assert "weft-django[celery]" in error.hint
+    assert "transport of CELERY_BROKER_URL" in error.msg and says in error.msg
+    assert "pip install 'weft-django[celery]'" in error.hint and "celery[redis]" in error.hint
+
+
+@pytest.mark.skipif(find_spec("botocore") is not None, reason="botocore is installed here")
+def test_e011_a_transport_whose_library_is_not_installed(settings: Any) -> None:
+    """Nothing hidden: kombu's SQS transport imports botocore, which is not installed."""
+    from weft_django.celery import beat_schedule
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule()
+    settings.CELERY_BROKER_URL = "sqs://"
+    (error,) = _celery_errors()
+    assert error.id == "weft.E011"
+    assert "'sqs' transport" in error.msg and "botocore" in error.msg
+    assert "pip install 'celery[sqs]'" in error.hint
+
+
+@pytest.mark.parametrize(
+    ("broker", "transport"),
+    [
+        (None, "amqp"),
+        ("", "amqp"),
+        ("redis://h:6379/0", "redis"),
+        ("rediss://h", "rediss"),
+        ("redis://a:6379/0;redis://b:6379/0", "redis"),
+        (["sqs://", "redis://h"], "sqs"),
+        ("sqla+postgresql://u@h/db", "sqla"),
+        ("sentinel://h:26379;sentinel://i:26379", "sentinel"),
+    ],
+)
+def test_e011_the_transport_of_a_broker_url(broker: Any, transport: str) -> None:
+    from weft_django.checks import broker_transport
+
+    assert broker_transport(broker) == transport
+
+
+@pytest.mark.skipif(find_spec("sqlalchemy") is not None, reason="sqlalchemy is installed here")
+def test_e011_the_hint_names_the_celery_extra_of_the_transport(settings: Any) -> None:
+    from weft_django.celery import beat_schedule
+    from weft_django.checks import transport_hint
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule()
+    settings.CELERY_BROKER_URL = "sqla+sqlite:////tmp/broker.sqlite3"
+    (error,) = _celery_errors()
+    assert "'sqla' transport" in error.msg and "sqlalchemy" in error.msg
+    assert error.hint == "Install that transport's packages: pip install 'celery[sqlalchemy]'."
+    assert transport_hint("etcd") == "Install the packages kombu's 'etcd' transport needs."
+
+
+def test_e011_a_broker_url_kombu_cannot_parse_is_left_to_celery(settings: Any) -> None:
+    from weft_django.celery import beat_schedule
+
+    settings.CELERY_BEAT_SCHEDULE = beat_schedule()
+    settings.CELERY_BROKER_URL = "nosuchtransport://x"
+    assert _celery_errors() == []
 
 
 def test_e009_redis_is_not_needed_with_another_broker(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, without: Callable[..., None]
 ) -> None:
     from weft_django.celery import beat_schedule
 
     settings.CELERY_BEAT_SCHEDULE = beat_schedule()
     settings.CELERY_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
-    monkeypatch.setitem(__import__("sys").modules, "redis", None)
+    without("redis", "packaging", "packaging.version")
     assert _celery_errors() == []
 
 
@@ -260,7 +350,7 @@ def test_e009_a_schedule_without_weft_tasks_is_not_weft_business(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.CELERY_BEAT_SCHEDULE = {"mine": {"task": "shop.tasks.report", "schedule": 60}}
-    monkeypatch.setitem(__import__("sys").modules, "celery", None)
+    monkeypatch.setitem(sys.modules, "celery", None)
     assert _celery_errors() == []
 
 

@@ -89,20 +89,29 @@ class WeftTaskBackend(BaseTaskBackend):
     supports_priority = False  # runs start in order of due time; see docs/tasks.md
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
-        super().__init__(alias, params)
-        problem = backend_problem(params)
-        if problem:
-            raise InvalidTaskBackend(f"TASKS[{alias!r}]: {problem}")
+        # A bad entry never raises here: Django's own system check creates every
+        # backend, so raising would crash `manage.py check` (and AppConfig.ready())
+        # before weft.E015 could say what is wrong. The backend is made with no
+        # queues and no options instead, and refuses to be used (InvalidTaskBackend).
+        self.problem: str | None = backend_problem(params)
+        super().__init__(alias, {"QUEUES": [], "OPTIONS": {}} if self.problem else params)
         retry = self.options.get("RETRY")
         if isinstance(retry, Mapping):
             retry = RetryPolicy(**retry)
         self.retry_policy: RetryPolicy = retry or RetryPolicy(max_attempts=1)
         self.using: str | None = self.options.get("DATABASE")
 
+    def _usable(self) -> None:
+        if self.problem:
+            raise InvalidTaskBackend(
+                f"TASKS[{self.alias!r}]: {self.problem} (system check weft.E015)"
+            )
+
     # -- enqueue ----------------------------------------------------------------
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Store a run in the caller's transaction (if any); returns a READY result."""
+        self._usable()
         self.validate_task(task)
         handle = api.start(
             workflow_name(task.queue_name),
@@ -120,6 +129,7 @@ class WeftTaskBackend(BaseTaskBackend):
     # -- results ------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> TaskResult:
+        self._usable()
         alias = db_for(self.using)
         run = (
             WorkflowRun.objects.using(alias)
@@ -185,6 +195,7 @@ class WeftTaskBackend(BaseTaskBackend):
 
         Imports only modules of installed apps, never an arbitrary input path.
         """
+        self._usable()
         if not isinstance(module_path, str) or not _MODULE_PATH.match(module_path):
             raise TaskNotAllowedError(f"{module_path!r} is not a task's module path")
         module_name, _, attribute = module_path.rpartition(".")
@@ -210,9 +221,12 @@ class WeftTaskBackend(BaseTaskBackend):
 
 
 def register_configured() -> None:
-    """Create each configured WeftTaskBackend, registering its queues' workflows."""
+    """Create each configured WeftTaskBackend, registering its queues' workflows
+    (none for an entry with a mistake: system check weft.E015 reports it)."""
     for alias in task_backend_aliases():
         backend = task_backends[alias]
+        if not isinstance(backend, WeftTaskBackend) or backend.problem:
+            continue
         for queue in sorted(backend.queues):
             register_queue(queue)
 

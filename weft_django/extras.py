@@ -17,9 +17,11 @@ from django.conf import settings as django_settings
 from django.core import checks
 
 from . import conf
-from .runtime.policy import RetryPolicy
+from .runtime.policy import RETRY_FIELDS, RetryPolicy
 
 BACKEND_PATH = "weft_django.backends.WeftTaskBackend"
+ENTRY_KEYS = ("BACKEND", "QUEUES", "OPTIONS")
+OPTION_KEYS = ("RETRY", "DATABASE")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
 
@@ -89,41 +91,88 @@ def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
                 id="weft.E014",
             )
         ]
-    found: list[checks.CheckMessage] = []
-    for alias in aliases:
-        problem = backend_problem(django_settings.TASKS[alias])
-        if problem:
-            found.append(
-                checks.Error(
-                    f"TASKS[{alias!r}]: {problem}",
-                    hint="See docs/tasks.md for the backend's QUEUES and OPTIONS.",
-                    id="weft.E015",
-                )
-            )
-    return found
+    return [
+        checks.Error(
+            f"TASKS[{alias!r}]: {problem}",
+            hint="See docs/tasks.md for the backend's QUEUES and OPTIONS.",
+            id="weft.E015",
+        )
+        for alias in aliases
+        for problem in backend_problems(django_settings.TASKS[alias])
+    ]
 
 
 def backend_problem(params: Mapping[str, Any]) -> str | None:
-    """Why a ``TASKS`` entry for this backend cannot work (system check weft.E015)."""
-    queues = params.get("QUEUES", ["default"])
-    if not isinstance(queues, (list, tuple, set)) or not queues:
-        return (
+    """The first reason why a ``TASKS`` entry for this backend cannot work, or None."""
+    found = backend_problems(params)
+    return found[0] if found else None
+
+
+def backend_problems(params: Mapping[str, Any]) -> list[str]:
+    """Every reason why a ``TASKS`` entry for this backend cannot work (system check
+    weft.E015): each names the key, the value and what is allowed. Empty when valid."""
+    found: list[str] = []
+    unknown = sorted(str(key) for key in params if key not in ENTRY_KEYS)
+    if unknown:
+        found.append(
+            f"unknown key(s) {', '.join(unknown)} (a TASKS entry of this backend has "
+            f"{', '.join(ENTRY_KEYS)})."
+        )
+    found.extend(_queue_problems(params.get("QUEUES", ["default"])))
+    options = params.get("OPTIONS", {})
+    if not isinstance(options, Mapping):
+        found.append(f"OPTIONS must be a dict (keys: {', '.join(OPTION_KEYS)}), not {options!r}.")
+        return found
+    unknown = sorted(str(key) for key in options if key not in OPTION_KEYS)
+    if unknown:
+        found.append(f"unknown OPTIONS {', '.join(unknown)} (known: {', '.join(OPTION_KEYS)}).")
+    retry = _retry_problem(options.get("RETRY"))
+    if retry:
+        found.append(retry)
+    database = options.get("DATABASE")
+    aliases = list(getattr(django_settings, "DATABASES", {}) or {})
+    if database is not None and (not isinstance(database, str) or database not in aliases):
+        found.append(
+            f"OPTIONS['DATABASE'] must be None (the router's choice) or an alias of "
+            f"DATABASES ({', '.join(map(repr, aliases))}), not {database!r}."
+        )
+    return found
+
+
+def _queue_problems(queues: Any) -> list[str]:
+    if not isinstance(queues, (list, tuple, set, frozenset)):
+        return [f"QUEUES must be a list of queue names, not {queues!r}."]
+    if not queues:
+        return [
             "QUEUES must list the queue names (weft registers one workflow per queue, "
             "django.tasks.<queue>); an empty list (any queue) is not supported."
-        )
+        ]
     bad = [q for q in queues if not isinstance(q, str) or not _QUEUE_NAME.match(q)]
     if bad:
-        return f"queue names must match {_QUEUE_NAME.pattern}, not {bad!r}."
-    options = params.get("OPTIONS", {}) or {}
-    retry = options.get("RETRY")
-    if retry is not None and not isinstance(retry, (RetryPolicy, Mapping)):
-        return f"OPTIONS['RETRY'] must be a weft_django.RetryPolicy or a dict, not {retry!r}."
-    if isinstance(retry, Mapping):
-        try:
-            RetryPolicy(**retry)
-        except TypeError as exc:
-            return f"OPTIONS['RETRY']: {exc}."
-    unknown = sorted(set(options) - {"RETRY", "DATABASE"})
+        return [
+            f"QUEUES: queue names must match {_QUEUE_NAME.pattern} (letters, digits, "
+            f"_ . -; at most 200), not {', '.join(map(repr, bad))}."
+        ]
+    return []
+
+
+def _retry_problem(retry: Any) -> str | None:
+    """``OPTIONS["RETRY"]``: RetryPolicy's own rules (its ValueError), named."""
+    if retry is None or isinstance(retry, RetryPolicy):
+        return None  # a RetryPolicy validated itself when it was made
+    if not isinstance(retry, Mapping):
+        return (
+            "OPTIONS['RETRY'] must be a weft_django.RetryPolicy or a dict of its fields "
+            f"({', '.join(RETRY_FIELDS)}), not {retry!r}."
+        )
+    unknown = sorted(str(key) for key in retry if key not in RETRY_FIELDS)
     if unknown:
-        return f"unknown OPTIONS {unknown!r} (known: RETRY, DATABASE)."
+        return (
+            f"OPTIONS['RETRY'] has unknown field(s) {', '.join(unknown)} "
+            f"(RetryPolicy's fields: {', '.join(RETRY_FIELDS)})."
+        )
+    try:
+        RetryPolicy(**retry)
+    except ValueError as exc:
+        return f"OPTIONS['RETRY']: {exc}."
     return None

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
+from weft_django.checks import worker_migration_problem
 from weft_django.conf import get_settings
 from weft_django.exceptions import WeftConfigurationError, WeftError
 from weft_django.worker import Worker
@@ -76,6 +77,11 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         if options["task_queues"]:
             select_task_queues(options["task_queues"])
+        unmigrated = worker_migration_problem()  # weft.E018: never start on old tables
+        if unmigrated:
+            raise CommandError(
+                f"weft_worker cannot start: {unmigrated} Nothing was written to the database."
+            )
         try:
             worker = Worker(
                 concurrency=options["concurrency"],
