@@ -37,3 +37,17 @@ def test_the_reference_lists_the_fields_of_handles_and_descriptions() -> None:
     assert "- field `WorkflowHandle.id: str`" in text
     assert "- field `WorkflowDescription.parent_id: str`" in text
     assert "_waiter" not in text  # private fields stay out
+
+
+def test_readme_lists_every_system_check() -> None:
+    ids = {
+        found
+        for path in (ROOT / "weft_django").rglob("*.py")
+        for found in re.findall(r"\"(weft\.[EW]\d{3})\"", path.read_text())
+    }
+    readme = set(re.findall(r"^\| `(weft\.[EW]\d{3})` \|", (ROOT / "README.md").read_text(), re.M))
+    operations = set(
+        re.findall(r"^\| `(weft\.[EW]\d{3})` \|", (ROOT / "docs" / "operations.md").read_text(), re.M)
+    )
+    assert ids and readme == ids, sorted(ids ^ readme)
+    assert ids <= operations, sorted(ids - operations)
