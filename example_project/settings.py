@@ -4,6 +4,7 @@ Everything that differs between machines comes from the environment through
 django-environ: ``DATABASE_URL`` (default: an embedded SQLite file next to this
 project), ``WEFT_OWNERSHIP``, ``WEFT_CLAIM_TTL``, ``WEFT_CLAIM_RENEW_INTERVAL``,
 ``WEFT_TICK_INTERVAL``, ``WEFT_NOTIFY``, and for Celery ``CELERY_BROKER_URL``,
+``CELERY_BROKER_FOLDER`` (with ``CELERY_BROKER_URL=filesystem://``),
 ``CELERY_RESULT_BACKEND``, ``CELERY_TASK_DEFAULT_QUEUE`` and the beat intervals
 ``WEFT_BEAT_SIGNAL_EVERY`` / ``WEFT_BEAT_UPDATE_EVERY`` (seconds; 0 leaves a pass
 out of the schedule).
@@ -162,6 +163,19 @@ if django.VERSION >= (6, 0):
 
 # Celery (`pip install 'weft-django[celery]'`; README, "Running with Celery").
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's filesystem transport (bin/demo's default): each message is a file
+    # in one folder that every Celery process of this machine reads and writes;
+    # no server. CELERY_BROKER_FOLDER holds it (example_project/celery.py
+    # creates the folders).
+    _broker_folder = Path(
+        env.str("CELERY_BROKER_FOLDER", default=str(BASE_DIR / ".weft_demo" / "broker"))
+    )
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_folder / "queue"),
+        "data_folder_out": str(_broker_folder / "queue"),
+        "control_folder": str(_broker_folder / "control"),
+    }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
