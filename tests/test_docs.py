@@ -45,9 +45,8 @@ def test_readme_lists_every_system_check() -> None:
         for path in (ROOT / "weft_django").rglob("*.py")
         for found in re.findall(r"\"(weft\.[EW]\d{3})\"", path.read_text())
     }
-    readme = set(re.findall(r"^\| `(weft\.[EW]\d{3})` \|", (ROOT / "README.md").read_text(), re.M))
-    operations = set(
-        re.findall(r"^\| `(weft\.[EW]\d{3})` \|", (ROOT / "docs" / "operations.md").read_text(), re.M)
-    )
+    row = re.compile(r"^\| `(weft\.[EW]\d{3})` \|", re.M)
+    readme = set(row.findall((ROOT / "README.md").read_text()))
+    operations = set(row.findall((ROOT / "docs" / "operations.md").read_text()))
     assert ids and readme == ids, sorted(ids ^ readme)
     assert ids <= operations, sorted(ids - operations)
