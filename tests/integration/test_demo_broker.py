@@ -52,8 +52,15 @@ def test_beat_passes_run_on_the_filesystem_broker(
     )
 
     assert (folder / "queue").is_dir() and (folder / "control").is_dir()
-    log = worker.log()
-    assert "signal_poll_pass engine=" in log and "update_poll_pass engine=" in log
+    # the summary row commits before the worker's log line is written: wait for both lines
+    wait_for(
+        lambda: all(
+            f"{name} engine=" in worker.log() for name in ("signal_poll_pass", "update_poll_pass")
+        ),
+        30,
+        what="both passes' log lines in the worker's log",
+        on_timeout=filesystem_celery.tails,
+    )
     for process in (beat, worker):
         process.send(signal.SIGTERM)
     assert beat.wait(30) == 0, beat.tail()
