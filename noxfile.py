@@ -30,10 +30,10 @@ FAST = [
     "tests/runtime/test_api.py",
     "tests/runtime/test_steps.py",
     "tests/test_architecture.py",
-    "tests/test_checks.py",
+    "tests/checks/test_configuration.py",
+    "tests/checks/test_extras.py",
     "tests/test_conf.py",
-    "tests/test_extras.py",
-    "tests/test_worker.py",
+    "tests/worker/test_host.py",
     "tests/integration/test_task_backend.py",
 ]
 

@@ -134,7 +134,7 @@ def measure(count: int, batch: int) -> list[list[object]]:
 
     from weft_django.conf import PassLimits
     from weft_django.models import WorkflowRun
-    from weft_django.runtime.store_passes import SIGNAL_POLL, run_store_pass
+    from weft_django.runtime.passes.store import SIGNAL_POLL, run_store_pass
 
     stranded_copies(count)
     rows: list[list[object]] = []

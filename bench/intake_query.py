@@ -10,7 +10,7 @@ and ``--pending`` pending runs, with automatic statistics switched off for
 both tables and no ANALYZE: the state right after a burst, before autovacuum
 has looked. Then each query is timed ``--repeat`` times (median, p90):
 
-* **new**: the intake's window (weft_django/ownership/intake.py) for a free
+* **new**: the intake's window (weft_django/ownership/claims/intake.py) for a free
   capacity of 16 (64 rows per branch), read-only;
 * **old**: the pickup query before issue 11 (``scans.pending_claimable``:
   due pending runs without a holder, ``NOT EXISTS`` on the claims, ordered by
@@ -142,9 +142,9 @@ def child(url: str, args: argparse.Namespace) -> None:
     from django.db import connection
 
     from weft_django.conf import get_settings
+    from weft_django.ownership.claims.intake import WINDOW_FACTOR, ready_window
     from weft_django.ownership.clock import db_now
-    from weft_django.ownership.engines import register_engine
-    from weft_django.ownership.intake import WINDOW_FACTOR, ready_window
+    from weft_django.ownership.leases.engines import register_engine
 
     call_command("migrate", verbosity=0, interactive=False)
     engine = register_engine(get_settings(), kind="other", engine_id="bench-intake")

@@ -92,7 +92,7 @@ def explain_first_batch(batch: int) -> str:
     from django.utils import timezone
 
     from weft_django.models import WorkflowEvent, WorkflowRun
-    from weft_django.runtime.retention import guard_plans
+    from weft_django.retention.pruner import guard_plans
 
     cutoff = timezone.now()
     page = (
@@ -190,7 +190,7 @@ def step_gaps(run_ids: list[str]) -> list[float]:
 
 def measure(args: Any, url: str) -> dict[str, Any]:
     from weft_django.models import WorkflowEvent, WorkflowRun
-    from weft_django.runtime.retention import Pruner
+    from weft_django.retention.pruner import Pruner
 
     load_s = load(args.runs, args.events)
     plan = explain_first_batch(args.batch)

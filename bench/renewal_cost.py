@@ -69,10 +69,10 @@ def measure(sizes: list[int], passes: int) -> dict[str, Any]:
 
     from weft_django.conf import get_settings
     from weft_django.models import Claim, Engine
-    from weft_django.ownership.claims import ClaimRegistry
+    from weft_django.ownership.claims.registry import ClaimRegistry
+    from weft_django.ownership.claims.revoke import revoke_statement
     from weft_django.ownership.clock import db_now
-    from weft_django.ownership.engines import register_engine
-    from weft_django.ownership.revoke import revoke_statement
+    from weft_django.ownership.leases.engines import register_engine
 
     warnings.simplefilter("ignore")  # the lost-claim warnings of the revocation passes
     call_command("migrate", verbosity=0, interactive=False)

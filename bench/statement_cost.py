@@ -11,7 +11,7 @@ commit) of a group of G runs, one after the other on one connection:
   written into the statement text (client-side binding), planned every time;
 * ``prepared``: ``OPTIONS["prepare_threshold"] = 5`` (the example project's),
   the statement bound server-side and prepared by psycopg, PostgreSQL reusing
-  its plan (``weft_django/ownership/statements.py``).
+  its plan (``weft_django/ownership/writes/cursor.py``).
 
 Per statement: wall time, this process's CPU, and the CPU of its PostgreSQL
 backend (``/proc/<pid>/stat`` of ``pg_backend_pid()``; the server must be on
@@ -53,7 +53,7 @@ def child(url: str, mode: str, group: int, first: int, writes: int) -> None:
     from django.utils import timezone
 
     from weft_django.models import Claim
-    from weft_django.ownership.fenced_writes import FencedWrite, fenced_write_many
+    from weft_django.ownership.writes.single import FencedWrite, fenced_write_many
 
     connection.ensure_connection()
     connection.connection.prepare_threshold = MODES[mode]

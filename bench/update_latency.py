@@ -88,7 +88,7 @@ def _child(
 
     import weft_django as weft
     from tests.integration.helpers import WorkerProcess, wait_for, worker_env
-    from weft_django import updates
+    from weft_django.api import updates
     from weft_django.models import (
         Claim,
         Engine,

@@ -25,16 +25,16 @@ SECTIONS: list[tuple[str, str, list[str] | None]] = [
     ("Handles", "runtime/handles.py", ["ChildHandle", "Update"]),
     (
         "Starting and steering runs",
-        "api.py",
+        "api/runs.py",
         [
             "start", "get_handle", "signal", "cancel", "suspend", "resume", "purge",
             "result", "describe", "WorkflowDescription", "WorkflowHandle",
         ],
     ),
-    ("Updates and queries", "updates.py", ["update", "query"]),
+    ("Updates and queries", "api/updates.py", ["update", "query"]),
     ("Testing", "testing.py", ["WorkflowDriver"]),
     ("Django's Tasks API backend", "backends.py", ["WeftTaskBackend", "TaskNotAllowedError"]),
-    ("Celery", "celery.py", ["beat_schedule", "beat_entry", "install_periodic_tasks"]),
+    ("Celery", "beat.py", ["beat_schedule", "beat_entry", "install_periodic_tasks"]),
     ("Errors and warnings", "exceptions.py", None),
 ]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import django
 import environ
 
-from weft_django.celery import beat_schedule
+from weft_django.beat import beat_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

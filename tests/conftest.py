@@ -15,10 +15,10 @@ from django.conf import settings as django_settings
 from tests.integration.helpers import redis_problem
 from weft_django.conf import get_settings
 from weft_django.models import EngineKind
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims.cooldown import Cooldown
+from weft_django.ownership.claims.registry import ClaimRegistry
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.cooldown import Cooldown
-from weft_django.ownership.engines import register_engine
+from weft_django.ownership.leases.engines import register_engine
 from weft_django.runtime.engine import WorkflowEngine
 from weft_django.testing import WorkflowDriver
 from weft_django.worker import Worker

@@ -34,7 +34,7 @@ from weft_django.models import (
     WorkflowRun,
     WorkflowSignal,
 )
-from weft_django.ownership.leases import LeaseState, lease_state, lease_state_expression
+from weft_django.ownership.leases.state import LeaseState, lease_state, lease_state_expression
 
 pytestmark = pytest.mark.django_db
 

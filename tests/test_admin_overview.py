@@ -32,7 +32,7 @@ from weft_django.models import (
     RunStatus,
     WorkflowRun,
 )
-from weft_django.runtime.pass_summaries import record_pass
+from weft_django.runtime.passes.summaries import record_pass
 
 from .plans import load_held_parked, plan_nodes
 

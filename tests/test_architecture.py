@@ -10,6 +10,9 @@ higher one; imports made only for type checking count too.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,19 +28,34 @@ LAYERS = {
 }
 
 
-def layer_of(module: str) -> str:
-    parts = module.split(".")[1:]
-    if not parts:
-        return "public"  # the package itself re-exports the public API
-    if parts[0] in ("models", "conf", "retention_settings", "exceptions", "migrations"):
-        return "storage"
-    if parts[0] in ("ownership", "runtime"):
-        return parts[0]
+# The layer of each part of the package, by its dotted path under weft_django
+# (the longest prefix wins). A wing (worker/, retention/) is one feature, and its
+# modules sit on the layers of what they do.
+LAYER_OF_PATH = {
+    "": "public",  # the package itself re-exports the public API
+    "models": "storage",
+    "conf": "storage",
+    "exceptions": "storage",
+    "migrations": "storage",
+    "retention.settings": "storage",
+    "ownership": "ownership",
+    "retention.lease": "ownership",
+    "runtime": "runtime",
+    "retention": "runtime",  # the pruner and its statistics
     # operations: the audited operator verbs, which api's verbs call (so beside
     # it, never importing it); the admin and commands call both.
-    if parts[0] in ("api", "updates", "operations"):
-        return "public"
-    return "hosts"  # worker, pool, testing, admin, management, checks, apps
+    "api": "public",
+    "operations": "public",
+}
+
+
+def layer_of(module: str) -> str:
+    rest = module.split(".")[1:]
+    for size in range(len(rest), -1, -1):
+        layer = LAYER_OF_PATH.get(".".join(rest[:size]))
+        if layer is not None and (size or not rest):
+            return layer
+    return "hosts"  # worker, testing, admin, management, checks, apps, beat, tasks, backends
 
 
 def modules() -> dict[str, Path]:
@@ -85,7 +103,7 @@ GRAPH = {name: imports(name, path, modules()) for name, path in modules().items(
 
 def test_the_graph_is_read() -> None:
     assert "weft_django.runtime.engine" in GRAPH
-    assert "weft_django.ownership.modes" in GRAPH["weft_django.runtime.engine"]
+    assert "weft_django.ownership" in GRAPH["weft_django.runtime.engine"]
 
 
 def test_no_import_cycles() -> None:
@@ -155,3 +173,103 @@ def test_only_the_strategy_classes_ask_which_mode_is_configured() -> None:
             if isinstance(node, ast.Name) and node.id.startswith("MODE_"):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.id}")
     assert offenders == []
+
+
+def _ownership_imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
+    """(the ownership module, the names) of each import of ``module`` into ownership."""
+    found = []
+    parts = module.split(".")
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [
+                (a.name, []) for a in node.names if a.name.startswith("weft_django.ownership")
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = parts[: len(parts) - node.level + (1 if is_package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "weft_django.ownership" or target.startswith("weft_django.ownership."):
+                found.append((target, [alias.name for alias in node.names]))
+    return found
+
+
+def test_the_rest_of_the_package_uses_the_ownership_face_only() -> None:
+    """Outside ``weft_django/ownership/``, the protocol is imported from the package
+    itself, and only the names its ``__all__`` lists (its face)."""
+    import weft_django.ownership as face
+
+    offenders = []
+    for module, path in modules().items():
+        if module.startswith("weft_django.ownership"):
+            continue
+        for target, names in _ownership_imports(module, path):
+            if target != "weft_django.ownership":
+                offenders.append(f"{module} imports {target}")
+            offenders += [f"{module} imports {name}" for name in names if name not in face.__all__]
+    assert offenders == []
+
+
+def test_the_ownership_face_lists_what_it_loads() -> None:
+    import weft_django.ownership as face
+
+    assert sorted(face.__all__) == sorted(face._FACE)
+    for name in face.__all__:
+        assert getattr(face, name) is not None, name
+
+
+@pytest.mark.parametrize(
+    "package", ["weft_django", "weft_django.ownership", "weft_django.retention"]
+)
+def test_importing_a_package_face_loads_no_models(package: str) -> None:
+    """``import weft_django`` (as Django does while loading apps, before the
+    registry is ready) imports no models, and neither do the ownership face and
+    the retention wing's package; a fresh interpreter shows it."""
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "loaded = sorted(m for m in sys.modules if m.startswith('weft_django')); "
+        "print('weft_django.models' in sys.modules, loaded)"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "example_project.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, package],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=PACKAGE.parent,
+    ).stdout
+    assert out.startswith("False"), out
+
+
+def test_the_wings_hold_their_features() -> None:
+    """The worker host and the retention feature each live in their own package."""
+    assert {p.stem for p in (PACKAGE / "worker").glob("*.py")} >= {
+        "host",
+        "pool",
+        "supervision",
+        "shutdown",
+        "prune_thread",
+        "logs",
+    }
+    assert {p.stem for p in (PACKAGE / "retention").glob("*.py")} >= {
+        "settings",
+        "pruner",
+        "stats",
+        "lease",
+    }
+    leftovers = {
+        "worker",
+        "pool",
+        "supervision",
+        "shutdown",
+        "prune_worker",
+        "worker_logs",
+        "retention_settings",
+        "checks",
+        "extras",
+        "updates",
+    }
+    assert sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem in leftovers) == []

@@ -12,7 +12,7 @@ from django.db import connections
 import weft_django as weft
 from weft_django import Context
 from weft_django.models import RunStatus, WorkflowRun
-from weft_django.ownership.outcomes import PassResult
+from weft_django.ownership.passes.outcomes import PassResult
 from weft_django.worker import Worker
 
 RENEW = 0.2

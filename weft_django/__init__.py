@@ -52,36 +52,39 @@ if TYPE_CHECKING:
         describe,
         get_handle,
         purge,
+        query,
         result,
         resume,
         signal,
         start,
         suspend,
+        update,
     )
-    from .updates import query, update
 
-_API = {
-    "WorkflowDescription": "api",
-    "WorkflowHandle": "api",
-    "cancel": "api",
-    "describe": "api",
-    "get_handle": "api",
-    "purge": "api",
-    "result": "api",
-    "resume": "api",
-    "signal": "api",
-    "start": "api",
-    "suspend": "api",
-    "query": "updates",
-    "update": "updates",
-}
+# The verbs and what they return, loaded from weft_django.api on first use.
+_API = frozenset(
+    {
+        "WorkflowDescription",
+        "WorkflowHandle",
+        "cancel",
+        "describe",
+        "get_handle",
+        "purge",
+        "query",
+        "result",
+        "resume",
+        "signal",
+        "start",
+        "suspend",
+        "update",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
-    module = _API.get(name)
-    if module is None:
+    if name not in _API:
         raise AttributeError(f"module 'weft_django' has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{module}"), name)
+    return getattr(import_module(f"{__name__}.api"), name)
 
 
 def __dir__() -> list[str]:

@@ -15,7 +15,8 @@ class WeftConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks, extras  # noqa: F401  (registers the system checks)
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .checks import extras
 
         autodiscover_modules("workflows")
         if extras.task_backend_aliases() and extras.has_django_tasks():

@@ -34,8 +34,8 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils.json import normalize_json
 
 from . import api
+from .checks.extras import backend_problem, task_backend_aliases
 from .exceptions import WeftError
-from .extras import backend_problem, task_backend_aliases
 from .models import RunStatus, WorkflowEvent, WorkflowRun, db_for
 from .runtime import registry
 from .runtime.backoff import is_transient

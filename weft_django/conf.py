@@ -51,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 262144,
     "NOTIFY": True,
     "IDLE_IN_TRANSACTION_TIMEOUT": 30.0,
-    # Validated by weft_django.retention_settings (weft.E016/E017), not here.
+    # Validated by weft_django.retention.settings (weft.E016/E017), not here.
     "RETENTION": None,
 }
 

@@ -262,7 +262,7 @@ class WorkflowRun(models.Model):
                 name="weft_run_active_idx",
                 condition=Q(status__in=["pending", "running", "waiting"]),
             ),
-            # The ready queue of the intake (weft_django.ownership.intake): pending
+            # The ready queue of the intake (weft_django.ownership.claims.intake): pending
             # runs in pickup order. Created only where partial indexes exist
             # (migration 0007): on MariaDB/MySQL weft_run_active_idx, a full index
             # there, is already this order (InnoDB appends the primary key).
@@ -411,7 +411,7 @@ class UpdateRequest(models.Model):
 
 
 class PassKind(models.TextChoices):
-    """The Celery beat passes (weft_django.celery), one :class:`PassSummary` row each."""
+    """The Celery beat passes (weft_django.beat), one :class:`PassSummary` row each."""
 
     SIGNAL_POLL = "signal_poll", _("signal poll")
     UPDATE_POLL = "update_poll", _("update poll")

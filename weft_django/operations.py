@@ -44,7 +44,7 @@ from .exceptions import (
     WorkflowTerminalError,
 )
 from .models import TERMINAL_STATUSES, RunStatus, WorkflowRun, WorkflowSignal, db_for
-from .ownership.locks import busy_as_typed_error
+from .ownership import busy_as_typed_error
 from .runtime.inbox import deliver
 from .runtime.payload import check_id, encode
 from .runtime.runs import TRANSITIONS_FROM, Within, purge_run, resume_run, transition

@@ -4,9 +4,9 @@
 Celery's ``autodiscover_tasks()`` imports this module in Celery processes; it
 is the only module of weft_django that imports Celery, so everything else
 works without the ``celery`` extra. Each task runs one store-wide pass as a
-short-lived engine (:mod:`weft_django.runtime.store_passes`), logs one line
+short-lived engine (:mod:`weft_django.runtime.passes.store`), logs one line
 and returns the pass's JSON-able summary. Arguments and results are JSON. Each
-pass upserts its kind's ``PassSummary`` row (:mod:`weft_django.runtime.pass_summaries`),
+pass upserts its kind's ``PassSummary`` row (:mod:`weft_django.runtime.passes.summaries`),
 the "Celery passes" section of the admin overview.
 """
 
@@ -29,9 +29,9 @@ from django.utils import timezone
 
 from .conf import PassLimits
 from .models import PassKind
-from .runtime.pass_summaries import record_pass
-from .runtime.retention import Pruner
-from .runtime.store_passes import SIGNAL_POLL, UPDATE_POLL, StoreScan, run_store_pass
+from .retention.pruner import Pruner
+from .runtime.passes.store import SIGNAL_POLL, UPDATE_POLL, StoreScan, run_store_pass
+from .runtime.passes.summaries import record_pass
 
 logger = logging.getLogger("weft_django.tasks")
 

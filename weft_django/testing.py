@@ -26,8 +26,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q
 
 from .models import Claim, EngineKind, RunStatus, WorkflowRun, db_for
-from .ownership import scans
-from .ownership.results import Acquired
+from .ownership import Acquired, expired_holders, held_woken, ownerless_active, pending_due
 from .runtime.engine import PROGRESS, WorkflowEngine
 
 
@@ -50,18 +49,18 @@ class WorkflowDriver:
         now = engine.now()
         cutoff = engine.ownership.timing.cutoff(now - engine.time_offset)
         found = dict.fromkeys(self._held(now))
-        found.update(dict.fromkeys(scans.pending_due(now, using=engine.using)))
-        found.update(dict.fromkeys(scans.ownerless_active(using=engine.using)))
-        found.update(dict.fromkeys(scans.expired_holders(cutoff, using=engine.using)))
+        found.update(dict.fromkeys(pending_due(now, using=engine.using)))
+        found.update(dict.fromkeys(ownerless_active(using=engine.using)))
+        found.update(dict.fromkeys(expired_holders(cutoff, using=engine.using)))
         return list(found)
 
     def _held(self, now: datetime, *, limit: int = 500) -> list[str]:
         """The runs this engine holds that are due, in id order: those
-        ``scans.held_woken`` finds (a wake hint, a due timer or deadline) and
+        ``held_woken`` finds (a wake hint, a due timer or deadline) and
         those still pending whose start time has come (claimed, not driven yet:
         ``held_woken`` leaves them out, a worker queues a run when it claims it)."""
         engine = self.engine
-        woken = scans.held_woken(engine.engine_id, now, limit=limit, using=engine.using)
+        woken = held_woken(engine.engine_id, now, limit=limit, using=engine.using)
         mine = Exists(Claim.objects.filter(workflow_id=OuterRef("pk"), holder_id=engine.engine_id))
         pending = Q(status=RunStatus.PENDING) & (Q(start_at__isnull=True) | Q(start_at__lte=now))
         return list(

@@ -22,7 +22,7 @@ from tests.faults import refused_checkpoints
 from tests.integration.conftest import BEAT_EVERY, CeleryProcesses, Workers
 from tests.integration.helpers import FAST
 from tests.integration.itapp.models import StepExecution
-from weft_django.celery import beat_schedule, install_periodic_tasks
+from weft_django.beat import beat_schedule, install_periodic_tasks
 from weft_django.conf import Timing
 from weft_django.models import (
     Claim,

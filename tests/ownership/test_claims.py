@@ -15,8 +15,8 @@ import pytest
 
 from weft_django.exceptions import WeftWorkflowClaimLostWarning, WeftWorkflowWakeDiscardedWarning
 from weft_django.models import Claim, Engine, EngineStatus, RunStatus, WorkflowRun
-from weft_django.ownership.claims import ClaimRegistry, release_statement
-from weft_django.ownership.results import (
+from weft_django.ownership.claims.registry import ClaimRegistry, release_statement
+from weft_django.ownership.claims.results import (
     Acquired,
     BackoffSkipped,
     ClaimState,
@@ -26,7 +26,7 @@ from weft_django.ownership.results import (
     NotHeld,
     Released,
 )
-from weft_django.ownership.revoke import revoke_statement
+from weft_django.ownership.claims.revoke import revoke_statement
 
 TTL = 30.0
 GRACE = 10.0  # 2 x CLAIM_RENEW_INTERVAL

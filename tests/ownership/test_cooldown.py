@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from weft_django.exceptions import WeftWorkflowClaimLostWarning
-from weft_django.ownership.cooldown import Cooldown
-from weft_django.ownership.results import Acquired, BackoffSkipped
+from weft_django.ownership.claims.cooldown import Cooldown
+from weft_django.ownership.claims.results import Acquired, BackoffSkipped
 
 from ..conftest import FakeMonotonic
 

@@ -19,8 +19,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from weft_django.models import Claim, WorkflowRun
-from weft_django.ownership import scans
 from weft_django.ownership.clock import db_now
+from weft_django.ownership.passes import scans
 
 from ..factories import EngineFactory, WorkflowRunFactory
 from ..plans import load_held_parked, plan_nodes

@@ -8,13 +8,13 @@ from django.db import transaction
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarning
 from weft_django.models import GlobalLease, RunStatus, WorkflowEvent, WorkflowRun, WorkflowSignal
-from weft_django.ownership.claims import release_statement
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced, fenced_by_global_lease
-from weft_django.ownership.fenced_writes import fenced_insert
-from weft_django.ownership.global_lease import GlobalLeaseManager
+from weft_django.ownership.claims.registry import release_statement
+from weft_django.ownership.claims.revoke import revoke_statement
+from weft_django.ownership.leases.engines import register_engine
+from weft_django.ownership.leases.store import GlobalLeaseManager
 from weft_django.ownership.modes import ownership_for
-from weft_django.ownership.revoke import revoke_statement
+from weft_django.ownership.writes.fence import fenced, fenced_by_global_lease
+from weft_django.ownership.writes.single import fenced_insert
 
 PAST_DEADLINE = 30 + 10 + 0.001
 

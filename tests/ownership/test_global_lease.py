@@ -11,8 +11,8 @@ import pytest
 
 from weft_django.conf import WeftSettings, get_settings
 from weft_django.models import Engine, GlobalLease
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.global_lease import GlobalLeaseManager, GlobalLeaseRow
+from weft_django.ownership.leases.engines import register_engine
+from weft_django.ownership.leases.store import GlobalLeaseManager, GlobalLeaseRow
 
 TTL = timedelta(seconds=30)
 GRACE = timedelta(seconds=10)

@@ -13,10 +13,10 @@ import pytest
 from django.db import DatabaseError
 
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
-from weft_django.ownership import group_commit
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.fenced_writes import FencedWrite, fenced_write_many
-from weft_django.ownership.group_commit import GroupCommit
+from weft_django.ownership.writes import group as group_commit
+from weft_django.ownership.writes.group import GroupCommit
+from weft_django.ownership.writes.single import FencedWrite, fenced_write_many
 
 from ..factories import EngineFactory, WorkflowRunFactory
 

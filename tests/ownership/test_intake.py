@@ -1,4 +1,4 @@
-"""New-run intake (weft_django/ownership/intake.py): batches sized to the free
+"""New-run intake (weft_django/ownership/claims/intake.py): batches sized to the free
 capacity, one INSERT per batch, epoch 1, races between engines, start times."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from tests.concurrency import run_concurrently
 from weft_django.conf import get_settings
 from weft_django.models import Claim, Engine, RunStatus, WorkflowRun
-from weft_django.ownership import intake
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims import intake
+from weft_django.ownership.claims.intake import claim_ready, ready_window
+from weft_django.ownership.claims.registry import ClaimRegistry
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.intake import claim_ready, ready_window
+from weft_django.ownership.leases.engines import register_engine
 
 NAMES = ["t.wf"]
 
@@ -139,7 +139,7 @@ def test_the_window_reads_only_up_to_its_limit(
 def test_a_lost_insert_race_is_not_counted_as_won(
     db: None, weft_settings: Callable[..., None]
 ) -> None:
-    from weft_django.ownership.first_claims import insert_first_claims
+    from weft_django.ownership.claims.first import insert_first_claims
 
     ids = pending(4)
     registry("engine-a")

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 
 from weft_django.models import Claim, WorkflowRun
-from weft_django.ownership.intake import window_statement
+from weft_django.ownership.claims.intake import window_statement
 
 from ..plans import plan_nodes
 

@@ -17,14 +17,14 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 import weft_django as weft
 from weft_django.conf import get_settings
 from weft_django.models import Claim, Engine, RunStatus, WorkflowRun, WorkflowSignal
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims.registry import ClaimRegistry
+from weft_django.ownership.claims.results import Acquired, Busy
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import LOCKING_READS
+from weft_django.ownership.leases.engines import register_engine
 from weft_django.ownership.locks import busy_as_typed_error, is_lock_failure
-from weft_django.ownership.results import Acquired, Busy
-from weft_django.pool import end_idle_transactions
+from weft_django.ownership.writes.fence import LOCKING_READS
 from weft_django.runtime.backoff import is_transient
+from weft_django.worker.pool import end_idle_transactions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -153,7 +153,7 @@ def test_no_workflow_id_is_ever_a_label(make_registry, clock):
 
 def test_a_pass_summary_is_json_with_counts_and_failures() -> None:
 
-    from weft_django.ownership.outcomes import Outcome, PassResult
+    from weft_django.ownership.passes.outcomes import Outcome, PassResult
 
     result = PassResult("signal_poll", started_at=datetime(2030, 1, 1, tzinfo=UTC))
     result.record("a", Outcome.WOKEN)

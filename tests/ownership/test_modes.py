@@ -10,6 +10,7 @@ import pytest
 from weft_django.conf import get_settings
 from weft_django.exceptions import WeftConfigurationError, WeftSecondEngineWarning
 from weft_django.models import Claim, Engine, OwnershipMarker, RunStatus, WorkflowEvent, WorkflowRun
+from weft_django.ownership.claims.results import Acquired, LostRace
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.modes import (
     GlobalLeaseOwnership,
@@ -18,8 +19,7 @@ from weft_django.ownership.modes import (
     ownership_class,
     ownership_for,
 )
-from weft_django.ownership.outcomes import Outcome
-from weft_django.ownership.results import Acquired, LostRace
+from weft_django.ownership.passes.outcomes import Outcome
 
 
 def booted(mode: str, engine_id: str, weft_settings: Callable[..., None]) -> Any:

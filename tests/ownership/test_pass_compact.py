@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from weft_django.ownership.outcomes import Outcome, PassResult
-from weft_django.ownership.results import Lost, RenewResult
-from weft_django.runtime.passes import EnginePasses
+from weft_django.ownership.claims.results import Lost, RenewResult
+from weft_django.ownership.passes.outcomes import Outcome, PassResult
+from weft_django.runtime.passes.renewal import EnginePasses
 
 
 def _now() -> datetime:

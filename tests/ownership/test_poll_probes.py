@@ -19,8 +19,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from weft_django.models import Claim, UpdateRequest, WorkflowRun, WorkflowSignal
-from weft_django.ownership.signal_poll import held_with_buffered_signal, signal_stranded
-from weft_django.ownership.update_poll import held_with_pending_updates, update_stranded
+from weft_django.ownership.passes.signal_poll import held_with_buffered_signal, signal_stranded
+from weft_django.ownership.passes.update_poll import held_with_pending_updates, update_stranded
 
 from ..factories import (
     EngineFactory,

@@ -25,12 +25,12 @@ from tests.integration.helpers import database_url
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError
 from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, WorkflowRun
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims.registry import ClaimRegistry
+from weft_django.ownership.claims.results import Acquired, LostRace, NotExpired
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced
-from weft_django.ownership.fenced_writes import fenced_insert
-from weft_django.ownership.results import Acquired, LostRace, NotExpired
+from weft_django.ownership.leases.engines import register_engine
+from weft_django.ownership.writes.fence import fenced
+from weft_django.ownership.writes.single import fenced_insert
 
 pytestmark = [pytest.mark.postgres, pytest.mark.mysql, pytest.mark.django_db(transaction=True)]
 
@@ -82,7 +82,7 @@ import json, sys
 import django
 django.setup()
 from django.db import connection
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims.registry import ClaimRegistry
 engine_id, operation, workflow_id = sys.argv[1:4]
 registry = ClaimRegistry(engine_id)
 connection.ensure_connection()

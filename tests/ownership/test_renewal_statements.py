@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from weft_django.exceptions import WeftWorkflowClaimLostWarning
 from weft_django.models import Claim, Engine
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims.registry import ClaimRegistry
+from weft_django.ownership.claims.revoke import revoke_statement
 from weft_django.ownership.clock import seconds
-from weft_django.ownership.revoke import revoke_statement
 
 SMALL, LARGE = 10, 10_000
 TIMESTAMP = re.compile(r"'\d{4}-\d\d-\d\d[ T][0-9:.+-]+'")

@@ -20,11 +20,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from weft_django.conf import get_settings
 from weft_django.exceptions import EngineDeposedError, WeftWorkflowClaimLostWarning
 from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, WorkflowRun
-from weft_django.ownership.claims import ClaimRegistry
-from weft_django.ownership.cooldown import Cooldown
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.fence import fenced
-from weft_django.ownership.results import (
+from weft_django.ownership.claims.cooldown import Cooldown
+from weft_django.ownership.claims.registry import ClaimRegistry
+from weft_django.ownership.claims.results import (
     Acquired,
     BackoffSkipped,
     Lost,
@@ -33,7 +31,9 @@ from weft_django.ownership.results import (
     NotHeld,
     Released,
 )
-from weft_django.ownership.revoke import revoke_statement
+from weft_django.ownership.claims.revoke import revoke_statement
+from weft_django.ownership.leases.engines import register_engine
+from weft_django.ownership.writes.fence import fenced
 
 from ..conftest import FakeClock, FakeMonotonic
 

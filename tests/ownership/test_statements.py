@@ -13,15 +13,15 @@ from django.db import ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 
 from weft_django.models import Claim, WorkflowEvent, WorkflowRun
-from weft_django.ownership import statements
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.fenced_writes import (
+from weft_django.ownership.writes import cursor as statements
+from weft_django.ownership.writes.cursor import hot_cursor, prepares
+from weft_django.ownership.writes.single import (
     FencedWrite,
     fenced_finish,
     fenced_write_many,
     write_many_statement,
 )
-from weft_django.ownership.statements import hot_cursor, prepares
 
 from ..factories import EngineFactory, WorkflowRunFactory
 from ..plans import load_held_parked, plan_nodes

@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from weft_django.models import Claim, Engine, RunStatus, WorkflowRun
-from weft_django.ownership import takeover
-from weft_django.ownership.claims import ClaimRegistry, release_statement
-from weft_django.ownership.outcomes import Outcome
-from weft_django.ownership.reclaim import reclaim_scan
-from weft_django.ownership.revoke import revoke_statement
+from weft_django.ownership.claims.registry import ClaimRegistry, release_statement
+from weft_django.ownership.claims.revoke import revoke_statement
+from weft_django.ownership.passes import takeover
+from weft_django.ownership.passes.outcomes import Outcome
+from weft_django.ownership.passes.reclaim import reclaim_scan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -268,7 +268,7 @@ def test_after_a_full_sweep_passes_read_only_the_claims_released_before_their_ru
     assert takeover.released_page(NAMES, using="default") == ([], None)
 
     # The backstop: the full sweep of the started runs finds the unstamped one.
-    monkeypatch.setattr("weft_django.ownership.reclaim.FULL_SWEEP_INTERVAL", 0.0)
+    monkeypatch.setattr("weft_django.ownership.passes.reclaim.FULL_SWEEP_INTERVAL", 0.0)
     outcomes, _driven = scan(rival)
     assert outcomes == dict.fromkeys(unstamped, Outcome.RECLAIMED)
 

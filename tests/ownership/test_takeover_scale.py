@@ -12,12 +12,12 @@ from django.db import connection, transaction
 from tests.concurrency import run_concurrently
 from weft_django.conf import get_settings
 from weft_django.models import Claim, Engine, RunStatus, WorkflowRun
-from weft_django.ownership import takeover
-from weft_django.ownership.claims import ClaimRegistry
+from weft_django.ownership.claims.registry import ClaimRegistry
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.engines import register_engine
-from weft_django.ownership.outcomes import Outcome
-from weft_django.ownership.reclaim import reclaim_scan
+from weft_django.ownership.leases.engines import register_engine
+from weft_django.ownership.passes import takeover
+from weft_django.ownership.passes.outcomes import Outcome
+from weft_django.ownership.passes.reclaim import reclaim_scan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import weft_django as weft
 from weft_django.models import RunStatus, WorkflowRun
-from weft_django.ownership import scans
+from weft_django.ownership.claims.results import Acquired
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.results import Acquired
+from weft_django.ownership.passes import scans
 from weft_django.runtime.engine import TurnOutcome
 from weft_django.testing import WorkflowDriver
 

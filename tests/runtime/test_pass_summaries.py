@@ -1,4 +1,4 @@
-"""The ``PassSummary`` rows of the Celery passes (weft_django.runtime.pass_summaries):
+"""The ``PassSummary`` rows of the Celery passes (weft_django.runtime.passes.summaries):
 one row per pass kind, upserted by every pass, errors kept."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from weft_django.exceptions import OwnershipModeMismatchError, WeftConfiguration
 from weft_django.models import Engine, EngineKind, PassKind, PassSummary
 from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import WorkflowEngine
-from weft_django.runtime.pass_summaries import record_pass
-from weft_django.runtime.store_passes import SIGNAL_POLL, UPDATE_POLL, run_store_pass
+from weft_django.runtime.passes.store import SIGNAL_POLL, UPDATE_POLL, run_store_pass
+from weft_django.runtime.passes.summaries import record_pass
 
 from .test_store_passes import LIMITS, stranded
 

@@ -1,7 +1,7 @@
 """RetryPolicy validates every field when it is made (issue 24): a ValueError that
 names the field, the value and what is allowed, never a silent 1 or a TypeError
 inside a run later. ``TASKS`` ``OPTIONS["RETRY"]`` goes through the same rules
-(tests/test_extras.py)."""
+(tests/checks/test_extras.py)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from weft_django.models import (
 )
 from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import WorkflowEngine
-from weft_django.runtime.store_passes import SIGNAL_POLL, UPDATE_POLL, run_store_pass
+from weft_django.runtime.passes.store import SIGNAL_POLL, UPDATE_POLL, run_store_pass
 
 from .conftest import claim_of, expire_lease, steplog
 

@@ -11,13 +11,13 @@ import pytest
 import weft_django as weft
 from example_project.orders.models import StepLog
 from tests.concurrency import run_concurrently
-from tests.test_worker import Running
+from tests.workers import Running
 from tests.updates import workflows as update_workflows  # noqa: F401 (registers tests.updates.*)
 from tests.updates.conftest import send
 from weft_django.conf import PassLimits
 from weft_django.models import Claim, UpdateRequest, UpdateStatus, WorkflowEvent, WorkflowRun
 from weft_django.runtime.engine import WorkflowEngine
-from weft_django.runtime.store_passes import SIGNAL_POLL, UPDATE_POLL, run_store_pass
+from weft_django.runtime.passes.store import SIGNAL_POLL, UPDATE_POLL, run_store_pass
 from weft_django.worker import Worker
 
 from .conftest import expire_lease

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import weft_django as weft
 from weft_django.models import Claim, Engine, EngineKind, EngineStatus, RunStatus, WorkflowRun
+from weft_django.ownership.claims.results import Acquired
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.results import Acquired
 from weft_django.runtime.engine import WorkflowEngine
 from weft_django.testing import WorkflowDriver
 

@@ -15,7 +15,7 @@ from weft_django import (
     WorkflowTerminalError,
 )
 from weft_django.models import Claim, Engine, RunStatus, WorkflowEvent, WorkflowRun
-from weft_django.ownership.results import Acquired
+from weft_django.ownership.claims.results import Acquired
 from weft_django.runtime.engine import TurnOutcome
 from weft_django.testing import WorkflowDriver
 

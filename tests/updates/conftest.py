@@ -10,10 +10,10 @@ import pytest
 
 import weft_django as weft
 from weft_django import UpdateTimeoutError
+from weft_django.api.updates import wait_for_response
 from weft_django.models import Engine, UpdateRequest, WorkflowEvent
 from weft_django.ownership.clock import db_now
 from weft_django.runtime.engine import WorkflowEngine
-from weft_django.updates import wait_for_response
 
 from . import workflows
 

@@ -10,7 +10,7 @@ import pytest
 import weft_django as weft
 from weft_django import UpdateRejectedError
 from weft_django.models import RunStatus, UpdateRequest, UpdateStatus, WorkflowEvent, WorkflowRun
-from weft_django.ownership.results import Acquired
+from weft_django.ownership.claims.results import Acquired
 from weft_django.runtime.engine import TurnOutcome
 from weft_django.testing import WorkflowDriver
 

@@ -12,7 +12,7 @@ from django.db import connection
 
 import weft_django as weft
 from weft_django import UpdateRejectedError, UpdateTimeoutError
-from weft_django import updates as updates_module
+from weft_django.api import updates as updates_module
 from weft_django.models import UpdateRequest, UpdateStatus, WorkflowEvent, WorkflowRun
 from weft_django.testing import WorkflowDriver
 

@@ -21,7 +21,7 @@ from weft_django.models import (
     WorkflowRun,
     WorkflowSignal,
 )
-from weft_django.ownership.results import Acquired
+from weft_django.ownership.claims.results import Acquired
 from weft_django.runtime import registry
 from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 from weft_django.testing import WorkflowDriver

@@ -13,8 +13,8 @@ from django.db import connection
 import weft_django as weft
 from tests.concurrency import run_concurrently
 from weft_django.models import Engine, UpdateRequest, UpdateStatus, WorkflowEvent
+from weft_django.ownership.claims.results import Acquired
 from weft_django.ownership.clock import db_now
-from weft_django.ownership.results import Acquired
 from weft_django.runtime.engine import TurnOutcome, WorkflowEngine
 from weft_django.testing import WorkflowDriver
 

@@ -14,8 +14,8 @@ from weft_django import WeftWorkflowWakeDiscardedWarning
 from weft_django.models import Engine, UpdateStatus
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.metrics import observe_pass
-from weft_django.ownership.outcomes import Outcome, PassResult
-from weft_django.ownership.update_poll import update_poll_pass
+from weft_django.ownership.passes.outcomes import Outcome, PassResult
+from weft_django.ownership.passes.update_poll import update_poll_pass
 from weft_django.worker import Worker
 
 from .conftest import answer, expire_lease, send, statuses

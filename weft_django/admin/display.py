@@ -15,8 +15,7 @@ from django.utils.html import format_html
 
 from ..conf import Timing
 from ..models import Engine
-from ..ownership.clock import db_now
-from ..ownership.leases import LeaseState
+from ..ownership import LeaseState, db_now
 
 LEASE_STYLE: dict[str, tuple[str, str]] = {
     LeaseState.LIVE: ("#2e7d32", "\u25cf"),  # green dot

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from ..conf import get_settings
 from ..models import Claim
-from ..ownership.leases import LeaseState
+from ..ownership import LeaseState
 from .display import request_cutoff
 from .scale import StaticChoicesFilter
 

@@ -36,9 +36,7 @@ from ..models import (
     OwnershipMarker,
     WorkflowRun,
 )
-from ..ownership.gates import read_marker
-from ..ownership.leases import lease_state_expression
-from ..ownership.modes import ownership_class
+from ..ownership import lease_state_expression, ownership_class, read_marker
 from .display import (
     admin_link,
     engine_label,

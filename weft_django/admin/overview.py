@@ -43,8 +43,8 @@ from ..models import (
     WorkflowSignal,
     db_for,
 )
-from ..ownership.modes import ownership_class, ownership_for
-from ..runtime import retention_stats
+from ..ownership import ownership_class, ownership_for
+from ..retention import stats as retention_stats
 from .stuck import stuck_runs
 
 #: Runs counted per status on the overview before it says "1,000+".

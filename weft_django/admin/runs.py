@@ -27,7 +27,7 @@ from ..models import (
     WorkflowRun,
     WorkflowSignal,
 )
-from ..ownership.leases import lease_state_expression
+from ..ownership import lease_state_expression
 from .actions import cancel_runs, purge_runs, resume_runs, suspend_runs
 from .display import admin_link, compact_json, engine_label, render_lease_state, request_cutoff
 from .filters import EventKindFilter, OwnerLeaseStateFilter, WorkflowNameFilter

@@ -48,7 +48,7 @@ from ..models import (
     WorkflowRun,
     WorkflowSignal,
 )
-from ..ownership.clock import as_aware
+from ..ownership import as_aware
 
 #: Rows read per kind: the list is complete up to this many candidates of each.
 WINDOW = 100

@@ -1,1 +1,154 @@
-"""The ownership protocol (docs/ownership.md): gates, claims, fencing, modes, passes, metrics."""
+"""The ownership protocol (docs/ownership.md): its face to the rest of the package.
+
+Everything outside ``weft_django.ownership`` (the runtime, the public verbs,
+the worker, the admin, the commands) imports the protocol from here, and only
+the names in ``__all__``; ``tests/test_architecture.py`` holds every module to
+that. Inside, the protocol is organised by what the code does:
+
+- :mod:`.modes`: one strategy class per ownership mode, chosen by a factory;
+- :mod:`.claims`: per-workflow claims, their first claims and release rule;
+- :mod:`.writes`: fenced writes, as transactions and as single statements;
+- :mod:`.passes`: the renewal loop's scans and passes;
+- :mod:`.leases`: engine rows and the single-row leases;
+- :mod:`.gates`, :mod:`.clock`, :mod:`.locks`, :mod:`.metrics`: the boot
+  gates, the database's clock, bounded lock waits, Prometheus metrics.
+
+The names are loaded on first use, so importing a module that uses them (as
+``import weft_django`` does) loads no models.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import metrics
+    from .claims.results import Acquired, ClaimResult, LostRace
+    from .claims.revoke import revoke_statement
+    from .clock import NOW_SQL, Clock, DbNow, SteadyClock, as_aware, db_now, seconds
+    from .gates import read_marker
+    from .leases.engines import mark_disposing, mark_stopped, new_engine_id, record_passes
+    from .leases.state import LeaseState, lease_state_expression, live_engines
+    from .locks import (
+        MYSQL_LOCK_WAIT_TIMEOUT,
+        OPERATOR_LOCK_WAIT,
+        PASS_LOCK_WAIT,
+        bounded_lock_wait,
+        busy_as_typed_error,
+    )
+    from .modes import Ownership, ownership_class, ownership_for
+    from .passes.outcomes import Outcome, PassResult
+    from .passes.scans import expired_holders, held_woken, ownerless_active, pending_due
+    from .passes.signal_poll import has_buffered_signal, signal_poll_pass, signal_stranded
+    from .passes.update_poll import has_pending_update, update_poll_pass, update_stranded
+
+# name -> the module (under this package) that defines it; "" for a submodule.
+_FACE = {
+    # Choosing the strategy of the configured mode
+    "Ownership": "modes",
+    "ownership_class": "modes",
+    "ownership_for": "modes",
+    "read_marker": "gates",
+    # Claims and their results
+    "Acquired": "claims.results",
+    "ClaimResult": "claims.results",
+    "LostRace": "claims.results",
+    "revoke_statement": "claims.revoke",
+    # The database's clock
+    "Clock": "clock",
+    "DbNow": "clock",
+    "NOW_SQL": "clock",
+    "SteadyClock": "clock",
+    "as_aware": "clock",
+    "db_now": "clock",
+    "seconds": "clock",
+    # Engines and lease state
+    "LeaseState": "leases.state",
+    "lease_state_expression": "leases.state",
+    "live_engines": "leases.state",
+    "mark_disposing": "leases.engines",
+    "mark_stopped": "leases.engines",
+    "new_engine_id": "leases.engines",
+    "record_passes": "leases.engines",
+    # Lock waits
+    "MYSQL_LOCK_WAIT_TIMEOUT": "locks",
+    "OPERATOR_LOCK_WAIT": "locks",
+    "PASS_LOCK_WAIT": "locks",
+    "bounded_lock_wait": "locks",
+    "busy_as_typed_error": "locks",
+    # Passes
+    "Outcome": "passes.outcomes",
+    "PassResult": "passes.outcomes",
+    "expired_holders": "passes.scans",
+    "held_woken": "passes.scans",
+    "ownerless_active": "passes.scans",
+    "pending_due": "passes.scans",
+    "has_buffered_signal": "passes.signal_poll",
+    "signal_poll_pass": "passes.signal_poll",
+    "signal_stranded": "passes.signal_poll",
+    "has_pending_update": "passes.update_poll",
+    "update_poll_pass": "passes.update_poll",
+    "update_stranded": "passes.update_poll",
+    # Metrics (a module: weft's Prometheus registry)
+    "metrics": "",
+}
+
+__all__ = [  # noqa: RUF022 (the same order as _FACE)
+    "Ownership",
+    "ownership_class",
+    "ownership_for",
+    "read_marker",
+    "Acquired",
+    "ClaimResult",
+    "LostRace",
+    "revoke_statement",
+    "Clock",
+    "DbNow",
+    "NOW_SQL",
+    "SteadyClock",
+    "as_aware",
+    "db_now",
+    "seconds",
+    "LeaseState",
+    "lease_state_expression",
+    "live_engines",
+    "mark_disposing",
+    "mark_stopped",
+    "new_engine_id",
+    "record_passes",
+    "MYSQL_LOCK_WAIT_TIMEOUT",
+    "OPERATOR_LOCK_WAIT",
+    "PASS_LOCK_WAIT",
+    "bounded_lock_wait",
+    "busy_as_typed_error",
+    "Outcome",
+    "PassResult",
+    "expired_holders",
+    "held_woken",
+    "ownerless_active",
+    "pending_due",
+    "has_buffered_signal",
+    "signal_poll_pass",
+    "signal_stranded",
+    "has_pending_update",
+    "update_poll_pass",
+    "update_stranded",
+    "metrics",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not module:
+        value = import_module(f"{__name__}.{name}")
+    else:
+        value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

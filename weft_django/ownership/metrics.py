@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .outcomes import PassResult
+from .passes.outcomes import PassResult
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError
 
-from ..ownership.locks import MYSQL_LOCK_WAIT_TIMEOUT
+from ..ownership import MYSQL_LOCK_WAIT_TIMEOUT
 
 # SQLSTATE classes of failures that end by themselves: connection exceptions,
 # operator intervention (a terminated backend, a shutdown), transaction rollbacks

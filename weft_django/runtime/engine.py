@@ -21,11 +21,20 @@ from django.db import DatabaseError, connections
 from ..conf import WeftSettings, get_settings
 from ..exceptions import PayloadError
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
-from ..ownership import metrics
-from ..ownership.clock import NOW_SQL, Clock, SteadyClock, db_now
-from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id
-from ..ownership.modes import ownership_for
-from ..ownership.results import Acquired, ClaimResult, LostRace
+from ..ownership import (
+    NOW_SQL,
+    Acquired,
+    ClaimResult,
+    Clock,
+    LostRace,
+    SteadyClock,
+    db_now,
+    mark_disposing,
+    mark_stopped,
+    metrics,
+    new_engine_id,
+    ownership_for,
+)
 from . import registry
 from .backoff import RunBackoff
 from .context import Context
@@ -178,7 +187,7 @@ class WorkflowEngine:
 
     def release(self, run_id: str, *, ended: bool = False) -> None:
         """Give up ``run_id``'s claim; ``ended``: the run is finished, suspended or
-        gone (the release rule, :mod:`weft_django.ownership.release`)."""
+        gone (the release rule, :mod:`weft_django.ownership.claims.release`)."""
         self.ownership.release(run_id, ended=ended)
 
     def prefetch(self, run_ids: list[str]) -> int:

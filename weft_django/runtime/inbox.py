@@ -18,7 +18,7 @@ from django.db.models import Model
 from ..conf import get_settings
 from ..exceptions import WorkflowNotFoundError, WorkflowTerminalError
 from ..models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, WorkflowRun, db_for
-from ..ownership.clock import db_now
+from ..ownership import db_now
 from .backoff import is_retryable_conflict
 from .wakeups import notify
 

@@ -30,7 +30,7 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..models import RunStatus, UpdateRequest, UpdateStatus, WorkflowRun, WorkflowSignal
-from ..ownership.clock import NOW_SQL, as_aware
+from ..ownership import NOW_SQL, as_aware
 from .runs import RUN_FIELDS
 
 #: Seconds a prefetched row stays usable (a turn that waited longer reads again).

@@ -20,7 +20,7 @@ from ..exceptions import (
     WorkflowNotRegisteredError,
 )
 from ..models import RunStatus, WorkflowEvent, db_for
-from ..ownership.clock import db_now
+from ..ownership import db_now
 from . import registry
 from .context import Context
 from .port import Event, StopReplay

@@ -4,10 +4,10 @@ Run creation is shared by ``weft.start`` and ``ctx.start_child``. ``cancel``,
 ``suspend``, ``purge`` and the execution timeout are committed by whichever
 process asks, against a run it need not own: each rotates the claim's epoch
 and drops its holder in the same transaction as the status write
-(:func:`~weft_django.ownership.revoke.revoke_statement`), so a still-running
+(:func:`~weft_django.ownership.claims.revoke.revoke_statement`), so a still-running
 owner's next fenced write fails and it stops that run. ``resume`` makes a
 suspended run runnable again under a fresh epoch, its claim released free to
-take by the release rule (:mod:`weft_django.ownership.release`).
+take by the release rule (:mod:`weft_django.ownership.claims.release`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,14 @@ from ..models import (
     WorkflowRun,
     db_for,
 )
-from ..ownership.clock import DbNow, db_now
-from ..ownership.locks import OPERATOR_LOCK_WAIT, bounded_lock_wait, busy_as_typed_error
-from ..ownership.revoke import revoke_statement
+from ..ownership import (
+    OPERATOR_LOCK_WAIT,
+    DbNow,
+    bounded_lock_wait,
+    busy_as_typed_error,
+    db_now,
+    revoke_statement,
+)
 from .inbox import close_open_requests, status_of
 from .registry import WorkflowDefinition
 from .wakeups import notify

@@ -31,7 +31,7 @@ from django.db import connections, transaction
 
 from ..conf import WeftSettings, get_settings
 from ..models import TERMINAL_STATUSES, WorkflowRun, db_for
-from ..ownership.clock import db_now
+from ..ownership import db_now
 
 logger = logging.getLogger("weft_django.worker")
 

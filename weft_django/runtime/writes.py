@@ -25,8 +25,7 @@ from django.utils import timezone
 from ..conf import WeftSettings
 from ..exceptions import EngineDeposedError
 from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
-from ..ownership.clock import SteadyClock
-from ..ownership.modes import Ownership
+from ..ownership import Ownership, SteadyClock
 from .payload import dumps
 from .port import Abandon, Event
 from .prefetch import CLOCK_READ
@@ -128,7 +127,7 @@ class RunWrites:
         self.status = RunStatus.RUNNING
 
     def _event_rows(self, events: list[Event]) -> list[tuple[Any, ...]]:
-        """Events as rows of :data:`~weft_django.ownership.fenced_writes.EVENT_COLUMNS`."""
+        """Events as rows of :data:`~weft_django.ownership.writes.single.EVENT_COLUMNS`."""
         now = timezone.now()  # created_at is bookkeeping, never judged
         return [
             (

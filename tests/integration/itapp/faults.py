@@ -12,7 +12,7 @@ from typing import Any
 from django.db import OperationalError
 
 from weft_django.ownership.modes import WorkflowLeaseOwnership
-from weft_django.ownership.outcomes import PassResult
+from weft_django.ownership.passes.outcomes import PassResult
 from weft_django.worker import Worker
 
 

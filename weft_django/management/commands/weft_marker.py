@@ -22,10 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from ...conf import DEFAULTS, MODES, Timing, get_settings
 from ...exceptions import WeftConfigurationError
 from ...models import Engine, OwnershipMarker
-from ...ownership.clock import db_now
-from ...ownership.gates import read_marker
-from ...ownership.leases import live_engines
-from ...ownership.modes import ownership_class
+from ...ownership import db_now, live_engines, ownership_class, read_marker
 
 
 def _raw_marker(using: str) -> tuple[Any, Any, Any] | None:

@@ -15,8 +15,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...exceptions import WeftConfigurationError
 from ...models import TERMINAL_STATUSES
-from ...retention_settings import MAX_BATCH, policy
-from ...runtime.retention import TABLES, Batch, Pruner
+from ...retention.pruner import TABLES, Batch, Pruner
+from ...retention.settings import MAX_BATCH, policy
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

@@ -7,11 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from weft_django.checks import worker_migration_problem
-from weft_django.conf import get_settings
-from weft_django.exceptions import WeftConfigurationError, WeftError
-from weft_django.worker import Worker
-from weft_django.worker_logs import ensure_handler
+from ...checks.configuration import worker_migration_problem
+from ...conf import get_settings
+from ...exceptions import WeftConfigurationError, WeftError
+from ...worker.host import Worker
+from ...worker.logs import ensure_handler
 
 
 class Command(BaseCommand):
@@ -112,7 +112,7 @@ class Command(BaseCommand):
 
 def select_task_queues(queues: list[str]) -> None:
     """``--task-queue``: keep only those queues' ``django.tasks.<queue>`` workflows."""
-    from weft_django import extras
+    from ...checks import extras
 
     if not extras.task_backend_aliases() or not extras.has_django_tasks():
         raise CommandError(
@@ -120,7 +120,7 @@ def select_task_queues(queues: list[str]) -> None:
         )
     from django.tasks import task_backends
 
-    from weft_django.backends import serve_only
+    from ...backends import serve_only
 
     known = {q for alias in extras.task_backend_aliases() for q in task_backends[alias].queues}
     unknown = sorted(set(queues) - known)

@@ -11,7 +11,7 @@ from ...conf import WeftSettings
 from ...exceptions import WeftConfigurationError
 from ..clock import Clock
 from .base import Ownership
-from .global_lease import GlobalLeaseOwnership
+from .lease import GlobalLeaseOwnership
 from .none import NoOwnership
 from .workflow_lease import WorkflowLeaseOwnership
 

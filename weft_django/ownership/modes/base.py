@@ -11,7 +11,7 @@ Adding a mode means adding one subclass and naming it in the factory.
 Error contract, for every implementation:
 
 * No transition raises because it lost a race. ``acquire`` returns a
-  :data:`~weft_django.ownership.results.ClaimResult`; selection methods return
+  :data:`~weft_django.ownership.claims.results.ClaimResult`; selection methods return
   what they won and skip the rest.
 * :meth:`Ownership.fenced` raises :class:`~weft_django.exceptions.EngineDeposedError`
   when this engine no longer owns the run; the whole transaction is rolled
@@ -33,15 +33,15 @@ from typing import Any, ClassVar
 from ...conf import Timing, WeftSettings
 from ...exceptions import WeftSecondEngineWarning, warn
 from ...models import Engine, EngineKind, db_for
-from ..claims import ClaimRegistry
+from ..claims.registry import ClaimRegistry
+from ..claims.results import ClaimResult
 from ..clock import Clock, db_now
-from ..engines import register_engine
 from ..gates import run_boot_gates
-from ..leases import live_engines
-from ..outcomes import Outcome, PassResult
-from ..reclaim import acquire_stranded
-from ..results import ClaimResult
-from ..wake_writes import SignalTake
+from ..leases.engines import register_engine
+from ..leases.state import live_engines
+from ..passes.outcomes import Outcome, PassResult
+from ..passes.reclaim import acquire_stranded
+from ..writes.wake import SignalTake
 
 
 class Ownership(abc.ABC):
@@ -158,7 +158,7 @@ class Ownership(abc.ABC):
     def release(self, run_id: str, *, ended: bool = False) -> None:
         """Give a claim up, epoch unchanged (not held: nothing happens). ``ended``:
         the run is finished, suspended or gone, so nothing should take it (the
-        release rule, :mod:`weft_django.ownership.release`)."""
+        release rule, :mod:`weft_django.ownership.claims.release`)."""
 
     @abc.abstractmethod
     def fence_epoch(self, run_id: str) -> int | None:
@@ -187,22 +187,22 @@ class Ownership(abc.ABC):
         mark_running: tuple[str, datetime | None] | None,
     ) -> bool | None:
         """Insert event rows proving ownership in the same statement (see
-        :func:`~weft_django.ownership.fenced_writes.fenced_insert`); None: no such form."""
+        :func:`~weft_django.ownership.writes.single.fenced_insert`); None: no such form."""
         return None
 
     def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         """The terminal commit as one statement (see
-        :func:`~weft_django.ownership.fenced_writes.fenced_finish`); None: no such form."""
+        :func:`~weft_django.ownership.writes.single.fenced_finish`); None: no such form."""
         return None
 
     def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
         """Parking as one statement (see
-        :func:`~weft_django.ownership.fenced_writes.fenced_write_many`); None: no such form."""
+        :func:`~weft_django.ownership.writes.single.fenced_write_many`); None: no such form."""
         return None
 
     def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
         """Consume a signal and record it as one fenced statement (see
-        :func:`~weft_django.ownership.wake_writes.fenced_take_signal`); None: no such form."""
+        :func:`~weft_django.ownership.writes.wake.fenced_take_signal`); None: no such form."""
         return None
 
     @abc.abstractmethod

@@ -17,18 +17,18 @@ from typing import Any
 from django.db import connections
 
 from ...conf import Timing, WeftSettings
-from .. import scans
-from ..fence import fenced
-from ..fenced_writes import FencedWrite, fenced_finish, fenced_insert
-from ..group_commit import GroupCommit
-from ..intake import claim_ready
-from ..outcomes import PassResult
-from ..reclaim import reclaim_scan, take_due
-from ..release import release_held
-from ..results import ClaimResult, LostRace
-from ..signal_poll import held_with_buffered_signal
-from ..update_poll import held_with_pending_updates
-from ..wake_writes import SignalTake, fenced_take_signal
+from ..claims.intake import claim_ready
+from ..claims.release import release_held
+from ..claims.results import ClaimResult, LostRace
+from ..passes import scans
+from ..passes.outcomes import PassResult
+from ..passes.reclaim import reclaim_scan, take_due
+from ..passes.signal_poll import held_with_buffered_signal
+from ..passes.update_poll import held_with_pending_updates
+from ..writes.fence import fenced
+from ..writes.group import GroupCommit
+from ..writes.single import FencedWrite, fenced_finish, fenced_insert
+from ..writes.wake import SignalTake, fenced_take_signal
 from .base import Ownership
 
 
@@ -143,7 +143,7 @@ class WorkflowLeaseOwnership(Ownership):
 
     def claim_pending(self, now: datetime, names: Collection[str], capacity: int) -> list[str]:
         """Off the ready-queue index, claimed in batches: see
-        :mod:`weft_django.ownership.intake`."""
+        :mod:`weft_django.ownership.claims.intake`."""
         return claim_ready(self.claims, now, names, capacity)
 
     def held_runs(self, names: Collection[str]) -> list[str]:

@@ -1,0 +1,45 @@
+"""The public verbs, callable from any process: views, shell, Celery tasks.
+
+Every verb that starts, steers or reads a run is here (``weft.start`` and the
+rest are these functions):
+
+- :mod:`.runs`: ``start``, ``get_handle``, ``signal``, ``cancel``,
+  ``suspend``, ``resume``, ``purge``, ``result``, ``describe``, and the
+  ``WorkflowHandle`` / ``WorkflowDescription`` they return;
+- :mod:`.updates`: ``update`` and ``query``, the request/response verbs.
+
+The operator verbs (cancel, suspend, resume, purge, signal) share one audited
+code path with the admin and ``manage.py weft_operate``
+(:mod:`weft_django.operations`).
+"""
+
+from .runs import (
+    WorkflowDescription,
+    WorkflowHandle,
+    cancel,
+    describe,
+    get_handle,
+    purge,
+    result,
+    resume,
+    signal,
+    start,
+    suspend,
+)
+from .updates import query, update
+
+__all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
+    "start",
+    "get_handle",
+    "signal",
+    "update",
+    "query",
+    "cancel",
+    "suspend",
+    "resume",
+    "purge",
+    "result",
+    "describe",
+    "WorkflowDescription",
+    "WorkflowHandle",
+]
