@@ -3,8 +3,11 @@
     python docs/gen_api.py           # rewrite docs/api.md
     python docs/gen_api.py --check   # exit 1 when docs/api.md is out of date
 
-The source is read with ``ast``, never imported, so the output is the same on
-every Django version and needs no settings. tests/test_docs.py runs the check.
+Both exit 1, naming the entries, when a public name listed here has no
+docstring (nothing is written then): every entry of the reference says what it
+does. The source is read with ``ast``, never imported, so the output is the
+same on every Django version and needs no settings. tests/test_docs.py runs the
+check.
 """
 
 from __future__ import annotations
@@ -45,18 +48,33 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return f"{node.name}({args}){returns}"
 
 
-def _doc(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+#: The entries the last :func:`render` found without a docstring, as ``module: name``.
+MISSING: list[str] = []
+
+
+def _doc(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, where: str) -> str:
     text = ast.get_docstring(node)
-    return text.strip() if text else "(no docstring)"
+    if not text or not text.strip():
+        MISSING.append(where)
+        return "(no docstring)"
+    return text.strip()
+
+
+def _summary(text: str) -> str:
+    """The first paragraph of a docstring, on one line (a property's entry)."""
+    return " ".join(text.split("\n\n")[0].split())
 
 
 def _public(name: str) -> bool:
     return not name.startswith("_")
 
 
-def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, level: str, owner: str = "") -> str:
+def _function(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, level: str, module: str, owner: str = ""
+) -> str:
     prefix = f"{owner}." if owner else ""
-    return f"{level} `{prefix}{_signature(node)}`\n\n{_doc(node)}\n"
+    doc = _doc(node, f"{module}: {prefix}{node.name}")
+    return f"{level} `{prefix}{_signature(node)}`\n\n{doc}\n"
 
 
 def _field_doc(body: list[ast.stmt], index: int) -> str:
@@ -71,9 +89,12 @@ def _field_doc(body: list[ast.stmt], index: int) -> str:
     return ""
 
 
-def _class(node: ast.ClassDef) -> str:
+def _class(node: ast.ClassDef, module: str) -> str:
     bases = ", ".join(ast.unparse(base) for base in node.bases)
-    out = [f"### class `{node.name}`" + (f" ({bases})" if bases else "") + "\n", _doc(node) + "\n"]
+    out = [
+        f"### class `{node.name}`" + (f" ({bases})" if bases else "") + "\n",
+        _doc(node, f"{module}: {node.name}") + "\n",
+    ]
     fields = [
         f"- field `{node.name}.{item.target.id}: {ast.unparse(item.annotation)}`"
         + _field_doc(node.body, index)
@@ -87,9 +108,10 @@ def _class(node: ast.ClassDef) -> str:
     for item in node.body:
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(item.name):
             if any(ast.unparse(d) == "property" for d in item.decorator_list):
-                out.append(f"- property `{node.name}.{item.name}`: {_doc(item).splitlines()[0]}\n")
+                doc = _summary(_doc(item, f"{module}: {node.name}.{item.name}"))
+                out.append(f"- property `{node.name}.{item.name}`: {doc}\n")
             else:
-                out.append(_function(item, "####", node.name))
+                out.append(_function(item, "####", module, node.name))
     return "\n".join(out)
 
 
@@ -106,13 +128,15 @@ def _render_section(title: str, module: str, names: list[str] | None) -> str:
     for name in wanted:
         node = nodes[name]  # a KeyError here: SECTIONS names something that moved
         if isinstance(node, ast.ClassDef):
-            parts.append(_class(node))
+            parts.append(_class(node, module))
         else:
-            parts.append(_function(node, "###"))
+            parts.append(_function(node, "###", module))
     return "\n".join(parts)
 
 
 def render() -> str:
+    """The text of docs/api.md; fills :data:`MISSING`."""
+    MISSING.clear()
     header = (
         "# API reference\n\n"
         "Generated from the docstrings by `python docs/gen_api.py` (do not edit by hand;\n"
@@ -127,8 +151,21 @@ def render() -> str:
     return f"{header}\n{toc}\n\n{body}".rstrip() + "\n"
 
 
+def missing_docstrings() -> list[str]:
+    """The public names of the reference that have no docstring (empty: none)."""
+    render()
+    return list(MISSING)
+
+
 def main() -> int:
     text = render()
+    if MISSING:
+        print(
+            f"{len(MISSING)} public name(s) of the API reference have no docstring "
+            "(weft_django/" + ", weft_django/".join(MISSING) + "): write one for each.",
+            file=sys.stderr,
+        )
+        return 1
     if "--check" in sys.argv[1:]:
         if TARGET.read_text() != text:
             print("docs/api.md is out of date: run python docs/gen_api.py", file=sys.stderr)

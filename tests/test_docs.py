@@ -50,3 +50,11 @@ def test_readme_lists_every_system_check() -> None:
     operations = set(row.findall((ROOT / "docs" / "operations.md").read_text()))
     assert ids and readme == ids, sorted(ids ^ readme)
     assert ids <= operations, sorted(ids - operations)
+
+
+def test_every_public_name_in_the_reference_has_a_docstring() -> None:
+    """docs/gen_api.py refuses a public name without a docstring: none renders
+    as "(no docstring)" in docs/api.md."""
+    missing = runpy.run_path(str(ROOT / "docs" / "gen_api.py"))["missing_docstrings"]()
+    assert missing == [], f"public names without a docstring: {missing}"
+    assert "(no docstring)" not in (ROOT / "docs" / "api.md").read_text()

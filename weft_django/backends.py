@@ -129,6 +129,16 @@ class WeftTaskBackend(BaseTaskBackend):
     # -- results ------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> TaskResult:
+        """The :class:`TaskResult` of the run ``result_id``, read now.
+
+        Statuses map as: ``pending`` READY; ``running``, ``waiting`` (between
+        attempts) and ``suspended`` RUNNING; ``completed`` SUCCESSFUL (with its
+        return value); ``failed``, ``cancelled`` and ``timed_out`` FAILED. Each
+        failed attempt is an entry of ``errors``, and ``worker_ids`` names the
+        engine of each attempt. ``TaskResultDoesNotExist`` when there is no such
+        run or it was not enqueued through this backend; ``InvalidTaskBackend``
+        when the backend's configuration is unusable (system check weft.E015).
+        """
         self._usable()
         alias = db_for(self.using)
         run = (

@@ -21,6 +21,13 @@ class WeftConfigurationError(WeftError, ImproperlyConfigured):
 
 
 class WorkflowNotRegisteredError(WeftError, LookupError):
+    """No workflow is registered under ``name`` in this process: raised by
+    ``start`` and ``ctx.start_child`` (``weft.query`` reports it as ``QueryError``).
+
+    Workflows register when their module is imported: put them in a
+    ``workflows`` module of an installed app. Also a ``LookupError``.
+    """
+
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(
@@ -40,12 +47,21 @@ class WorkflowArgumentsError(WeftError, TypeError):
 
 
 class WorkflowAlreadyExistsError(WeftError):
+    """``start`` or ``ctx.start_child`` was given a ``workflow_id`` that a run
+    already has (whatever its status); nothing was stored. A purged id may be used
+    again. ``workflow_id`` is the id.
+    """
+
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         super().__init__(f"A workflow run with id {workflow_id!r} already exists.")
 
 
 class WorkflowNotFoundError(WeftError, LookupError):
+    """No run has the id ``workflow_id`` on that database (never started, or
+    purged). Raised by every verb that takes a run's id. Also a ``LookupError``.
+    """
+
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         super().__init__(f"No workflow run with id {workflow_id!r}.")
@@ -127,6 +143,9 @@ class WorkflowFailedError(WeftError):
 
 
 class WorkflowCancelledError(WeftError):
+    """``result`` (or a parent's ``ChildHandle.result``) of a run that ended
+    ``cancelled``; ``workflow_id`` is the run's id."""
+
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         super().__init__(f"Workflow run {workflow_id!r} was cancelled.")
@@ -137,6 +156,13 @@ class WaitTimeoutError(WeftError, TimeoutError):
 
 
 class UpdateTimeoutError(WeftError, TimeoutError):
+    """``update`` got no answer within its ``timeout``; the request was not lost.
+
+    It stays stored and may still be applied; calling ``update`` again with the
+    same ``update_id`` (this error's ``update_id``) returns its answer, until the
+    answer expires after ``WEFT['UPDATE_RESPONSE_TTL']``. Also a ``TimeoutError``.
+    """
+
     def __init__(self, update_id: str) -> None:
         self.update_id = update_id
         super().__init__(
@@ -159,6 +185,15 @@ class UpdateRejectedError(WeftError):
 
 
 class NonDeterminismError(WeftError):
+    """Replay found the workflow's code asking for a different operation than the
+    history recorded at position ``seq`` (``expected``: what the code asks for;
+    ``found``: what was recorded).
+
+    The worker suspends the run with this error recorded; deploy code that
+    replays the history, then ``resume`` it. A query that meets it raises
+    ``QueryError`` instead.
+    """
+
     def __init__(self, workflow_id: str, seq: int, expected: str, found: str) -> None:
         self.workflow_id = workflow_id
         self.seq = seq
@@ -181,6 +216,10 @@ class PayloadError(WeftError, ValueError):
 
 
 class WorkflowClaimUnavailableError(WeftError):
+    """``resume`` found a live engine (``held_by``) still holding the run's claim;
+    nothing was changed. Try again once that engine has let the claim go.
+    """
+
     def __init__(self, workflow_id: str, held_by: str | None) -> None:
         self.workflow_id = workflow_id
         self.held_by = held_by
@@ -191,6 +230,14 @@ class WorkflowClaimUnavailableError(WeftError):
 
 
 class EngineDeposedError(WeftError):
+    """A fenced write found that this engine no longer holds the run's claim at
+    the epoch it worked under (the run was cancelled, suspended, purged or taken
+    over): the write's transaction was rolled back.
+
+    The engine stops driving the run and drops it; application code does not see
+    this error unless it calls the engine's internals.
+    """
+
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         super().__init__(
@@ -200,6 +247,14 @@ class EngineDeposedError(WeftError):
 
 
 class OwnershipModeMismatchError(WeftConfigurationError):
+    """``WEFT['OWNERSHIP']`` (``configured_mode``) differs from the mode the
+    database was established in (``stored_mode``, at ``established_at``).
+
+    Raised when an engine starts; engines of different modes never share a
+    database. Fix the setting, or stop every engine and run
+    ``manage.py weft_marker --reset``.
+    """
+
     def __init__(self, configured_mode: str, stored_mode: str, established_at: datetime) -> None:
         self.configured_mode = configured_mode
         self.stored_mode = stored_mode
@@ -222,12 +277,23 @@ class OwnershipMarkerDeletedError(WeftConfigurationError):
 
 
 class WeftWorkflowClaimLostWarning(UserWarning):
+    """This engine lost its claim on ``workflow_id`` (a renewal or a fenced write
+    found it revoked or taken over): it dropped the run, and the claim's holder
+    drives it from here. Logged and emitted through :mod:`warnings`.
+    """
+
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         super().__init__(f"Claim on workflow run {workflow_id!r} was lost to another engine.")
 
 
 class WeftWorkflowWakeDiscardedWarning(UserWarning):
+    """A wake for ``workflow_id`` reached this engine after it had lost the run's
+    claim at the epoch it cached: the wake was discarded, the current holder acts
+    on it. ``wake_kind`` is ``"tick"``, ``"signal"`` or ``"update"``. Logged and
+    emitted through :mod:`warnings`.
+    """
+
     def __init__(self, workflow_id: str, wake_kind: str) -> None:
         self.workflow_id = workflow_id
         self.wake_kind = wake_kind

@@ -243,8 +243,8 @@ def _transition(
 ) -> None:
     using = db_for(using)
     audit = Audit(operation, workflow_id, by, check_reason(reason))
-    # The recorded message of a suspension without actor or reason stays empty,
-    # as before (a suspension by nondeterminism carries its own error).
+    # A suspension without actor or reason records no message (a suspension by
+    # nondeterminism carries its own error).
     message = audit.text if (operation == "cancel" or audit.reason or by is not None) else None
     transition(workflow_id, status, message=message, within=audit.entry_writer(using), using=using)
     audit.log()

@@ -92,6 +92,8 @@ class WorkflowDriver:
         return outcomes
 
     def stop(self) -> None:
+        """Shut the driver's engine down: its claims are released (epochs kept) and
+        it is marked stopped. Leaving a ``with WorkflowDriver():`` block calls it."""
         self.engine.shutdown()
 
     def __enter__(self) -> WorkflowDriver:

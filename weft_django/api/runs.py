@@ -82,6 +82,12 @@ def start(
 
 
 def get_handle(workflow_id: str, *, using: str | None = None) -> WorkflowHandle:
+    """A :class:`WorkflowHandle` for an existing run, from any process.
+
+    One read checks that the run exists: ``WorkflowNotFoundError`` when there is
+    no run ``workflow_id`` on the database ``using``. The handle holds only the
+    id and the alias; it does not load or lock the run.
+    """
     if not WorkflowRun.objects.using(db_for(using)).filter(pk=workflow_id).exists():
         raise WorkflowNotFoundError(workflow_id)
     return WorkflowHandle(workflow_id, using=using)
@@ -98,6 +104,14 @@ def signal(
     using: str | None = None,
 ) -> None:
     """Durably buffer a signal; a repeated ``signal_id`` is a no-op.
+
+    The signal is stored (in the caller's transaction, if any) for the run's
+    ``ctx.wait_for_signal(name)``, its owner is woken, and the call returns
+    without waiting for the run to take it. ``payload`` must be JSON-serialisable
+    and within ``WEFT['MAX_PAYLOAD_BYTES']`` (``PayloadError``). Raises
+    ``WorkflowNotFoundError`` when there is no such run, ``WorkflowTerminalError``
+    when it has finished (a repeated ``signal_id`` is still a no-op then), and
+    ``StoreBusyError`` when the database could not take the write in time.
 
     ``reason`` (at most 500 characters) and ``by`` (a user or a name) are for
     an operator's signal: with either, it is logged at INFO on
@@ -118,7 +132,10 @@ def cancel(
     (``by`` a user or a name, default ``"an operator"``; ``reason`` at most 500
     characters). Logged on ``weft_django.operations``; a user also gets a
     Django admin ``LogEntry``. ``WorkflowTerminalError`` when the run has
-    finished (or is already cancelled).
+    finished (or is already cancelled), ``WorkflowNotFoundError`` when there is
+    no such run, ``WorkflowBusyError`` when its owner holds the run's row in an
+    open transaction (a transactional step) past the bounded lock wait; nothing
+    is changed then. A reason over 500 characters raises ``ValueError``.
     """
     operations.cancel(workflow_id, reason=reason, by=by, using=using)
 
@@ -130,7 +147,8 @@ def suspend(
 
     ``reason`` and ``by`` are recorded as for :func:`cancel` (with either, the
     run's error says ``"suspended by <by>: <reason>"``). ``WorkflowTerminalError``
-    when the run is already suspended or has finished.
+    when the run is already suspended or has finished; ``WorkflowNotFoundError``
+    and ``WorkflowBusyError`` as for :func:`cancel`.
     """
     operations.suspend(workflow_id, reason=reason, by=by, using=using)
 
@@ -140,7 +158,11 @@ def resume(
 ) -> None:
     """Make a suspended run runnable again under a fresh claim epoch.
 
-    Raises ``WorkflowClaimUnavailableError`` if a live engine holds the claim.
+    The run goes back to ``pending`` (never started) or ``waiting``, with its
+    recorded error cleared, and any worker may claim it. Raises
+    ``WorkflowNotSuspendedError`` when the run is not suspended,
+    ``WorkflowClaimUnavailableError`` if a live engine still holds its claim, and
+    ``WorkflowNotFoundError`` and ``WorkflowBusyError`` as for :func:`cancel`.
     ``reason`` and ``by`` are logged as for :func:`cancel`.
     """
     operations.resume(workflow_id, reason=reason, by=by, using=using)
@@ -151,8 +173,11 @@ def purge(
 ) -> None:
     """Delete a run and its history; its claim epoch is rotated, never reset.
 
-    ``reason`` and ``by`` are logged as for :func:`cancel` (a user gets a
-    DELETION ``LogEntry``).
+    Any status may be purged, a running one included (its owner's next fenced
+    write fails and it drops the run). The claim row stays, so an id purged and
+    started again never reuses an epoch. ``reason`` and ``by`` are logged as
+    for :func:`cancel` (a user gets a DELETION ``LogEntry``).
+    ``WorkflowNotFoundError`` and ``WorkflowBusyError`` as for :func:`cancel`.
     """
     operations.purge(workflow_id, reason=reason, by=by, using=using)
 
@@ -165,7 +190,8 @@ def result(workflow_id: str, timeout: float | None = None, *, using: str | None 
     a failed or timed-out one ``WorkflowFailedError``. Inside
     ``transaction.atomic()`` a run that is not finished yet raises
     ``TransactionManagementError`` at once (unless ``timeout=0``): the wait
-    could only time out, as for ``update()``.
+    could only time out, as for ``update()``. ``WorkflowNotFoundError`` when there
+    is no such run (or it is purged while the caller waits).
     """
     alias = db_for(using)
     runs = WorkflowRun.objects.using(alias)
@@ -211,26 +237,58 @@ def result(workflow_id: str, timeout: float | None = None, *, using: str | None 
 
 @dataclass(frozen=True)
 class WorkflowDescription:
+    """A snapshot of one run, as :func:`describe` read it (frozen; never refreshed)."""
+
     workflow_id: str
+    """The run's id."""
     workflow_name: str
+    """The registered name of its workflow."""
     workflow_version: int
+    """The ``version`` the workflow had when the run started."""
     status: str
+    """``pending``, ``running``, ``waiting``, ``suspended``, ``completed``,
+    ``failed``, ``cancelled`` or ``timed_out``."""
     owner_engine_id: str | None
+    """The engine holding the run's claim; None when no engine holds it."""
     owner_hostname: str | None
+    """The host of that engine; None when no engine holds the claim."""
     epoch: int
+    """The claim's epoch (0 when the run has no claim row yet); it rises with
+    every claim, takeover, cancel, suspend, resume and purge."""
     claim_expires_at: datetime | None
+    """When the holding engine's lease expires unless renewed; None when no engine
+    holds the claim."""
     waiting_on: dict[str, Any] | None
+    """What a waiting run is parked on, e.g. ``{"kind": "signal", "name": ...}``
+    (kinds ``sleep``, ``signal``, ``update``, ``until``, ``child``); None otherwise."""
     wake_at: datetime | None
+    """When a parked run's timer or wait deadline is due; None when there is none."""
     pending_signals: int
+    """Signals stored and not consumed yet."""
     pending_updates: int
+    """Update requests stored and not answered yet."""
     parent_id: str
+    """The id of the run that started this one with ``ctx.start_child``; ``""``
+    for a top-level run."""
     created_at: datetime
+    """When the run was stored."""
     updated_at: datetime
+    """When the run's row last changed."""
     result: Any
+    """The workflow's return value once ``completed``; None otherwise."""
     error: dict[str, Any] | None
+    """What a failed, timed-out, cancelled or suspended run recorded (``type``,
+    ``message``); None otherwise."""
 
 
 def describe(workflow_id: str, *, using: str | None = None) -> WorkflowDescription:
+    """What a run is doing now, from any process: a :class:`WorkflowDescription`.
+
+    Two reads (the run with its pending signal and update counts, then its
+    claim), not one snapshot: a run that moves in between may show an owner or
+    epoch one step newer than its status. Nothing is locked or written.
+    ``WorkflowNotFoundError`` when there is no such run.
+    """
     using = db_for(using)
     run = (
         WorkflowRun.objects.using(using)
@@ -277,10 +335,17 @@ def describe(workflow_id: str, *, using: str | None = None) -> WorkflowDescripti
 
 @dataclass(frozen=True)
 class WorkflowHandle:
-    """A reference to one run; every method is the module-level verb of that name."""
+    """A reference to one run; every method is the module-level verb of that name.
+
+    :func:`start` and :func:`get_handle` return one; ``WorkflowHandle(id)`` makes
+    one without reading the database (a missing run is reported by the first
+    verb called). Two handles are equal when their ids are.
+    """
 
     id: str
+    """The run's id."""
     using: str | None = field(default=None, compare=False)
+    """The database alias every verb of this handle uses (None: the router's choice)."""
 
     def signal(
         self,
@@ -291,6 +356,11 @@ class WorkflowHandle:
         reason: str | None = None,
         by: Any = None,
     ) -> None:
+        """Durably buffer a signal for this run.
+
+        The arguments, the return value and the errors are those of :func:`signal`,
+        on this handle's run and database alias (``using``).
+        """
         signal(self.id, name, payload, signal_id=signal_id, reason=reason, by=by, using=self.using)
 
     def update(
@@ -301,29 +371,69 @@ class WorkflowHandle:
         timeout: float | None = 30.0,
         update_id: str | None = None,
     ) -> Any:
+        """Send an update into this run and return its handler's result.
+
+        The arguments, the return value and the errors are those of :func:`~weft_django.update`,
+        on this handle's run and database alias (``using``).
+        """
         return updates.update(
             self.id, name, payload, timeout=timeout, update_id=update_id, using=self.using
         )
 
     def query(self, name: str, *args: Any) -> Any:
+        """Answer a query from this run's history, in this process.
+
+        The arguments, the return value and the errors are those of :func:`~weft_django.query`,
+        on this handle's run and database alias (``using``).
+        """
         return updates.query(self.id, name, *args, using=self.using)
 
     def cancel(self, *, reason: str | None = None, by: Any = None) -> None:
+        """Cancel this run.
+
+        The arguments, the return value and the errors are those of :func:`cancel`,
+        on this handle's run and database alias (``using``).
+        """
         cancel(self.id, reason=reason, by=by, using=self.using)
 
     def suspend(self, *, reason: str | None = None, by: Any = None) -> None:
+        """Suspend this run until it is resumed.
+
+        The arguments, the return value and the errors are those of :func:`suspend`,
+        on this handle's run and database alias (``using``).
+        """
         suspend(self.id, reason=reason, by=by, using=self.using)
 
     def resume(self, *, reason: str | None = None, by: Any = None) -> None:
+        """Make this suspended run runnable again.
+
+        The arguments, the return value and the errors are those of :func:`resume`,
+        on this handle's run and database alias (``using``).
+        """
         resume(self.id, reason=reason, by=by, using=self.using)
 
     def purge(self, *, reason: str | None = None, by: Any = None) -> None:
+        """Delete this run and its history.
+
+        The arguments, the return value and the errors are those of :func:`purge`,
+        on this handle's run and database alias (``using``).
+        """
         purge(self.id, reason=reason, by=by, using=self.using)
 
     def result(self, timeout: float | None = None) -> Any:
+        """Block until this run is terminal; return its result or raise its failure.
+
+        The arguments, the return value and the errors are those of :func:`result`,
+        on this handle's run and database alias (``using``).
+        """
         return result(self.id, timeout, using=self.using)
 
     def describe(self) -> WorkflowDescription:
+        """What this run is doing now: a :class:`WorkflowDescription`.
+
+        The arguments, the return value and the errors are those of :func:`describe`,
+        on this handle's run and database alias (``using``).
+        """
         return describe(self.id, using=self.using)
 
 

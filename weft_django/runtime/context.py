@@ -83,10 +83,15 @@ class Context:
 
     @property
     def is_replaying(self) -> bool:
+        """True while the workflow re-executes operations its history already
+        recorded; False from the first operation that runs live. For side effects
+        outside steps that must not repeat (``ctx.logger`` already uses it)."""
         return self._replay.is_replaying
 
     @property
     def epoch(self) -> int:
+        """The claim epoch this turn runs under; every fenced write of the turn is
+        checked against it. 0 in a read-only replay (a query)."""
         return self._turn.epoch
 
     # -- recording ----------------------------------------------------------------
@@ -177,6 +182,7 @@ class Context:
         return _parse(value)  # type: ignore[return-value]
 
     def uuid4(self) -> _uuid.UUID:
+        """A random UUID, recorded: identical on replay."""
         return _uuid.UUID(self._recorded_value("uuid4", lambda: str(_uuid.uuid4())))
 
     def random(self) -> float:

@@ -313,7 +313,7 @@ class WorkflowEngine:
             # The wake hint read with the run is cleared by this turn's park, in the
             # same statement and only if it is still the one read (a later hint
             # survives and brings another turn); a turn cut off before it ends
-            # leaves it, so whoever drives the run next is woken (issue 11).
+            # leaves it, so whoever drives the run next is woken.
             if now is not None and run["timeout_at"] is not None and now >= run["timeout_at"]:
                 turn.finish(
                     [],

@@ -50,8 +50,8 @@ def read_first_turns(run_ids: Collection[str], *, using: str) -> list[dict[str, 
 
     Written as SQL, not built by the ORM: it runs once per intake batch on the
     thread that claims new work, and building and compiling the equivalent
-    queryset took about 1.2 ms of CPU per read, against 0.1-0.2 ms for all of
-    this (``bench/prefetch_cost.py``). The values are converted as the ORM's
+    queryset costs several times the CPU of this whole read (docs/benchmarks.md,
+    "Prefetch cost"). The values are converted as the ORM's
     ``values()`` gives them: JSON decoded by its model field, timestamps aware
     in UTC (:func:`~weft_django.ownership.clock.as_aware`, as every timestamp
     weft reads raw), flags as ``bool``.

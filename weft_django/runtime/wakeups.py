@@ -84,7 +84,7 @@ def _queued_notify(connection: Any) -> _Notify | None:
     open, or in one of them (a savepoint rolled back drops its hooks; a hook of a
     released one is not reused, to stay on the safe side). Reads Django's
     connection internals ``run_on_commit`` and ``savepoint_ids``; without them,
-    None (a hook per call, as before)."""
+    None (a hook per call)."""
     if not connection.in_atomic_block:
         return None
     hooks = getattr(connection, "run_on_commit", None)

@@ -247,7 +247,7 @@ class Worker:
         names = registry.registered_names()
         if check_due:
             # Woken runs go ahead of new work, past the batch limit: a wake-up never
-            # waits for a full queue of new runs to drain (issue 11). A run queued or
+            # waits for a full queue of new runs to drain. A run queued or
             # in a turn when the query starts is left out even if its turn has ended
             # since: the query may have read it before that turn's writes (a claimed
             # new run is still pending there) and would drive it again for nothing.

@@ -150,8 +150,8 @@ def recycle_connections() -> None:
     broken or, with a positive ``CONN_MAX_AGE``, too old, like Django's own.
     Unlike it, ``CONN_MAX_AGE = 0`` (Django's default, meaning "close at the
     end of each request") does not close the connection after every turn: a
-    worker thread is not a request, and reconnecting per turn cost ~1.4 ms
-    per step on PostgreSQL. Connections inside an atomic block belong to a
+    worker thread is not a request, and reconnecting per turn would add a
+    connection's set-up to every step. Connections inside an atomic block belong to a
     caller's transaction (e.g. a test calling ``Worker.run()``) and are left
     alone.
     """

@@ -121,9 +121,9 @@ def woken(
     tick's query. Each kind is read off its own index (``wake_hint_at``,
     ``wake_at``, then ``id``) in pages of :data:`WOKEN_PAGE`, until ``limit``
     runs are found or none is left, so the cost follows the runs that are due
-    in the store, not the parked runs this engine holds (before, the query
-    walked every claim it held: 290-500 ms a tick at 46,000 held runs on
-    PostgreSQL), nor the ownerless ones. Kept: the active runs this engine
+    in the store, not the parked runs this engine holds (a walk of its claims
+    would cost in proportion to them, several times a second), nor the
+    ownerless ones. Kept: the active runs this engine
     holds (``held``), and the running or waiting runs of ``names`` that have no
     holder (``free``: released by a graceful stop, a ``resume``, a Celery
     pass, and now due), which the tick takes at once instead of leaving them

@@ -4,9 +4,9 @@ Django binds parameters client-side on psycopg 3 (the values are written into
 the statement text), so PostgreSQL parses and plans every execution anew, and
 it disables psycopg's prepared statements by default (``prepare_threshold``
 None) so that transaction-pooling connection poolers keep working. The
-fenced checkpoint, park and finish run once per step and once per run: on
-two CPUs, parsing and planning them was about half of the database's CPU
-time per step (``bench/throughput.py``; docs/benchmarks.md).
+fenced checkpoint, park and finish run once per step and once per run, so
+parsing and planning them is a large share of the database's CPU time per
+step (docs/benchmarks.md, "Statement cost").
 
 :func:`hot_cursor` returns, on a PostgreSQL connection whose
 ``OPTIONS["prepare_threshold"]`` is set, a cursor bound server-side (values
@@ -16,8 +16,7 @@ the same text that many times; PostgreSQL then reuses its plan.
 A plan that PostgreSQL reuses (its *generic* plan) is made for the tables as
 they were when it was made, and kept while they grow: one made while the
 claims table held a handful of rows scans it (or walks the holder's claims),
-and in a burst that made every park cost more as runs parked
-(``bench/burst.py`` fell from about 1,170 to 400-550 runs/s). The fenced
+and in a burst every park would then cost more as runs park. The fenced
 write keeps the holder index out of its plan (see
 :func:`~weft_django.ownership.writes.single.write_many_statement`), and each
 connection trusts its plans for at most :data:`REPLAN_INTERVAL` seconds:
@@ -26,10 +25,11 @@ next executions plan them again against the tables as they are. That costs
 one statement and a few plannings per connection per interval, against
 hundreds of executions. (Statistics gathered by ANALYZE also make PostgreSQL
 plan again; autovacuum's come too late in a burst.) The statements
-themselves stay prepared, so psycopg's record of them stays true: dropping
-them (``DEALLOCATE ALL``) left psycopg, which notices that only the first
-time a connection runs it, executing statements the server no longer had
-("prepared statement ... does not exist", found by ``bench/chaos.py``).
+themselves stay prepared, so psycopg's record of them stays true. Dropping
+them instead (``DEALLOCATE ALL``) is not safe: psycopg notices that command
+only the first time a connection runs its text, and would go on executing
+statements the server no longer has ("prepared statement ... does not
+exist").
 
 Anywhere else (the default threshold of None, psycopg 2, SQLite,
 MySQL/MariaDB) it is Django's ordinary cursor: nothing changes. Either way

@@ -10,18 +10,16 @@ database spends much of its time on their per-statement and per-commit work.
 written and writes them together, in one statement and one commit
 (:func:`fenced_write_many`), each run still fenced by its own claim and
 epoch: a deposed run in the group gets none of its writes, and its turn is
-told so, as before.
+told so, as when it writes alone.
 
 A write that finds no group being written goes out at once, alone: grouping
 never makes a turn wait for company, only for the write already under way.
 The first turn of a group writes it on its own database connection (the
 leader); the others wait for its outcome; when it is done, the first write
-that arrived meanwhile leads the next group. One group at a time: letting
-two be written at once made smaller groups and fewer steps per second
-(``bench/throughput.py``: 2,180-2,270 against 2,430-2,450 steps/s with 4
-threads per worker, 3,060-3,230 against 3,290-3,630 with 8). An error of the group's
-statement is every member's error (nothing of it was committed): each turn
-is abandoned and retried, as after a failed write of its own.
+that arrived meanwhile leads the next group. One group at a time: two
+written at once make smaller groups and fewer steps per second. An error of
+the group's statement is every member's error (nothing of it was committed):
+each turn is abandoned and retried, as after a failed write of its own.
 
 PostgreSQL only (elsewhere each write is a statement or a transaction of
 its own, :mod:`.fence`).
