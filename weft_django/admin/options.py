@@ -45,12 +45,14 @@ from .display import (
     request_cutoff,
 )
 from .filters import ClaimLeaseStateFilter, EngineLeaseStateFilter
+from .guards import GuardedAdminMixin
 from .scale import CappedCountMixin, ExactSearchMixin
 from .views import EnginePageMixin
 
 
-class ReadOnlyAdminMixin:
-    """View only: no add, change or delete, and so no bulk delete action."""
+class ReadOnlyAdminMixin(GuardedAdminMixin):
+    """View only: no add, change or delete, and so no bulk delete action; and
+    the guards of :mod:`.guards` (view permission, lookups, ids, hidden fields)."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -141,6 +143,8 @@ class ClaimAdmin(CappedCountMixin, ExactSearchMixin, ReadOnlyAdminMixin, admin.M
         "holder_lease_expires_at",
     )
     list_filter = (ClaimLeaseStateFilter,)
+    extra_lookups = ("holder__id__exact",)  # the engine list's and overview's links
+    engine_fields = ("holder", "holder_display")
     # Sorting a million rows by anything but an index is a full sort.
     sortable_by = ("workflow_id",)
     search_fields = ("workflow_id",)
@@ -264,6 +268,7 @@ class GlobalLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "lease_state_display",
     )
     readonly_fields = ("lease_state_display",)
+    engine_fields = ("holder", "holder_display")
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
         cutoff_at = request_cutoff(request, get_settings().lease_timing)

@@ -33,6 +33,8 @@ class PassSummaryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "passes",
     )
     readonly_fields = fields
+    engine_fields = ("hostname", "pid", "engine_id")
+    payload_fields = ("failures_json",)
 
     @admin.display(description=_("counts"))
     def counts_json(self, obj: PassSummary) -> SafeString:

@@ -12,10 +12,11 @@ goes through the same confirmation page as the run list's cancel action.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -29,7 +30,14 @@ from ..models import Claim, WorkflowRun, db_for
 from .actions import VERBS, confirmation_page, confirmed
 from .display import request_db_now
 from .forms import ReasonForm, SendSignalForm
-from .permissions import PERMISSION_OF, cancel_permission, operate_permission
+from .guards import clean_object_id
+from .permissions import (
+    PERMISSION_OF,
+    cancel_permission,
+    engine_permission,
+    operate_permission,
+    payload_permission,
+)
 from .scale import AdminMixinBase
 from .timeline import lease_left, pending_for, timeline_page
 
@@ -74,12 +82,18 @@ class RunPageMixin(AdminMixinBase):
             *super().get_urls(),
         ]
 
-    def _run_or_404(self, request: HttpRequest, object_id: str) -> WorkflowRun:
-        run = WorkflowRun.objects.using(db_for(None)).filter(pk=unquote(object_id)).first()
+    def _run_or_404(
+        self, request: HttpRequest, object_id: str, permission: Callable[[HttpRequest], bool]
+    ) -> WorkflowRun:
+        """The run, for a user with the view permission and ``permission``: 403
+        without them whether the run exists or not (no existence check first),
+        then 404 for a missing run or an id no run can have."""
+        if not (self.has_view_permission(request) and permission(request)):
+            raise PermissionDenied
+        run_id = clean_object_id(object_id, WorkflowRun)
+        run = WorkflowRun.objects.using(db_for(None)).filter(pk=run_id).first()
         if run is None:
             raise Http404(_g("No workflow run with that id."))
-        if not self.has_view_permission(request, run):
-            raise PermissionDenied
         return run
 
     def _change_url(self, run_id: str) -> str:
@@ -99,11 +113,16 @@ class RunPageMixin(AdminMixinBase):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        run_id = clean_object_id(object_id, WorkflowRun)
         using = db_for(None)
-        run_id = unquote(object_id)
         now = request_db_now(request)
+        show_payloads = payload_permission(request)
         claim = Claim.objects.using(using).select_related("holder").filter(pk=run_id).first()
-        page, rows = timeline_page(run_id, request.GET.get("events_page"), using=using)
+        page, rows = timeline_page(
+            run_id, request.GET.get("events_page"), using=using, payloads=show_payloads
+        )
         status = (
             WorkflowRun.objects.using(using)
             .filter(pk=run_id)
@@ -122,6 +141,8 @@ class RunPageMixin(AdminMixinBase):
             "reason_form": ReasonForm(auto_id="id_operate_%s"),
             "operate_buttons": [(op, label) for op, label in BUTTONS.items() if op in offers],
             "has_operate_permission": operate_permission(request),
+            "show_payloads": show_payloads,
+            "show_engines": engine_permission(request),
             # Those that apply at all (purge is the run list's action).
             "run_operations": [op for op in operations.applicable(status or "") if op != "purge"],
             **pending_for(run_id, using=using),
@@ -133,11 +154,11 @@ class RunPageMixin(AdminMixinBase):
         return require_POST(self._operate)(request, object_id, verb)
 
     def _operate(self, request: HttpRequest, object_id: str, verb: str) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         if verb not in ("cancel", "suspend", "resume"):
             raise Http404(_g("Unknown operation."))
-        run = self._run_or_404(request, object_id)
-        if not PERMISSION_OF[verb](request):
-            raise PermissionDenied
+        run = self._run_or_404(request, object_id, PERMISSION_OF[verb])
         if verb == "cancel":  # irreversible: only through its confirmation page
             return HttpResponseRedirect(
                 reverse("admin:weft_django_workflowrun_cancel", args=[quote(run.pk)])
@@ -167,9 +188,7 @@ class RunPageMixin(AdminMixinBase):
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The run's cancel confirmation (GET) and the cancel itself (POST ``post=yes``)."""
-        run = self._run_or_404(request, object_id)
-        if not cancel_permission(request):
-            raise PermissionDenied
+        run = self._run_or_404(request, object_id, cancel_permission)
         back = self._change_url(run.pk)
         if request.method not in ("GET", "POST"):
             return HttpResponse(status=405)
@@ -187,9 +206,7 @@ class RunPageMixin(AdminMixinBase):
         )
 
     def send_signal_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        run = self._run_or_404(request, object_id)
-        if not operate_permission(request):
-            raise PermissionDenied
+        run = self._run_or_404(request, object_id, operate_permission)
         if self._refused(request, "signal", run):
             return HttpResponseRedirect(self._change_url(run.pk))
         form = SendSignalForm(request.POST if request.method == "POST" else None)

@@ -68,6 +68,8 @@ class WorkflowRunAdmin(
     search_help_text = _("Exact, case-sensitive run id, parent id or workflow name.")
     readonly_fields = ("owner_display", "claim_epoch_display", "owner_lease_display")
     actions = (cancel_runs, suspend_runs, resume_runs, purge_runs)
+    payload_fields = ("args", "kwargs", "result", "error")
+    engine_fields = ("owner_display",)
     action_form = RunActionForm
     # Newest first (an index); sorting a million rows by another column, or by
     # the owner annotations, would be a full sort on every page.
@@ -139,6 +141,7 @@ class RunLinkMixin(CappedCountMixin, ExactSearchMixin):
 class WorkflowEventAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("run_link", "seq", "kind", "name", "engine_id", "epoch", "created_at")
     list_filter = (EventKindFilter,)
+    engine_fields = ("engine_id",)
     search_fields = ("run__id",)
     exact_search_fields = ("run_id",)
     search_help_text = _("Exact, case-sensitive run id.")
@@ -148,6 +151,7 @@ class WorkflowEventAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 class WorkflowSignalAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("run_link", "signal_id", "name", "created_at", "consumed_at", "consumed_seq")
     list_filter = (("consumed_at", admin.EmptyFieldListFilter),)
+    payload_fields = ("payload",)
     search_fields = ("run__id",)
     exact_search_fields = ("run_id",)
     search_help_text = _("Exact, case-sensitive run id.")
@@ -165,6 +169,7 @@ class UpdateRequestAdmin(RunLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         "expires_at",
     )
     list_filter = ("status",)
+    payload_fields = ("payload", "response", "error")
     search_fields = ("run__id",)
     exact_search_fields = ("run_id",)
     search_help_text = _("Exact, case-sensitive run id.")

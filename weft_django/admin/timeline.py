@@ -38,8 +38,11 @@ class TimelineRow:
         return self.event.error is not None
 
 
-def describe(event: WorkflowEvent) -> str:
-    """One line on what the event records."""
+def describe(event: WorkflowEvent, *, payloads: bool = True) -> str:
+    """One line on what the event records (without ``payloads``: what happened,
+    not the data: results and errors are left out)."""
+    if not payloads:
+        return describe_without_payload(event)
     kind, name, result, error = event.kind, event.name, event.result, event.error
     if kind == "step":
         if error is not None:
@@ -73,11 +76,36 @@ def describe(event: WorkflowEvent) -> str:
     return f"{kind} {name} {compact_json(result)}".strip()
 
 
+#: What each kind of event is, in words, without its data.
+WITHOUT_PAYLOAD = {
+    "step": "step {name}",
+    "wait": "waits on {target}",
+    "sleep": "sleeps",
+    "signal": "signal {name} received",
+    "update": "update {name} applied",
+    "update_wait": "update {name} taken by wait_for_update",
+    "update_response": "answer to update {name}",
+    "until": "wait_until",
+    "child_start": "child started ({name})",
+    "child_result": "child {name} finished",
+}
+
+
+def describe_without_payload(event: WorkflowEvent) -> str:
+    template = WITHOUT_PAYLOAD.get(event.kind, "{kind} {name}")
+    text = template.format(
+        kind=event.kind, name=event.name, target=event.name.replace(":", " ", 1)
+    ).strip()
+    return f"{text}: failed" if event.error is not None else text
+
+
 def owner_of(event: WorkflowEvent | None) -> tuple[str, int] | None:
     return None if event is None else (event.engine_id, event.epoch)
 
 
-def timeline_rows(events: list[WorkflowEvent], before: WorkflowEvent | None) -> list[TimelineRow]:
+def timeline_rows(
+    events: list[WorkflowEvent], before: WorkflowEvent | None, *, payloads: bool = True
+) -> list[TimelineRow]:
     rows = []
     previous = before
     for event in events:
@@ -88,7 +116,7 @@ def timeline_rows(events: list[WorkflowEvent], before: WorkflowEvent | None) -> 
         rows.append(
             TimelineRow(
                 event=event,
-                summary=describe(event),
+                summary=describe(event, payloads=payloads),
                 took=took,
                 owner_changed=changed,
                 previous_owner=(
@@ -100,15 +128,18 @@ def timeline_rows(events: list[WorkflowEvent], before: WorkflowEvent | None) -> 
     return rows
 
 
-def timeline_page(run_id: str, page_number: Any, *, using: str) -> tuple[Page, list[TimelineRow]]:
-    """Page ``page_number`` (1-based; out of range -> the last page) of the run's history."""
+def timeline_page(
+    run_id: str, page_number: Any, *, using: str, payloads: bool = True
+) -> tuple[Page, list[TimelineRow]]:
+    """Page ``page_number`` (1-based; out of range -> the last page) of the run's
+    history (without ``payloads``: the summaries leave results and errors out)."""
     events: QuerySet = WorkflowEvent.objects.using(using).filter(run_id=run_id).order_by("seq")
     page = Paginator(events, EVENTS_PER_PAGE).get_page(page_number)
     rows = list(page.object_list)
     before = None
     if rows and page.number > 1:
         before = events.filter(seq__lt=rows[0].seq).order_by("-seq").first()
-    return page, timeline_rows(rows, before)
+    return page, timeline_rows(rows, before, payloads=payloads)
 
 
 def pending_for(run_id: str, *, using: str) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -22,8 +21,9 @@ from django.utils.translation import gettext as _g
 
 from ..models import Claim, Overview, WorkflowRun, db_for
 from .display import request_db_now
+from .guards import clean_object_id
 from .overview import DEFAULT_PENDING_AGE, overview_data, pass_rows
-from .permissions import operate_permission
+from .permissions import engine_permission, operate_permission, payload_permission
 from .scale import PAGES_AHEAD, AdminMixinBase, CappedPaginator, render_with_index_order
 
 CLAIMS_PER_PAGE = 100
@@ -88,6 +88,8 @@ class OverviewAdmin(admin.ModelAdmin):
             "subtitle": None,
             "opts": self.opts,
             "has_operate_permission": operate_permission(request),
+            "show_engines": engine_permission(request),
+            "show_payloads": payload_permission(request),
             **data,
             **(extra_context or {}),
         }
@@ -107,8 +109,12 @@ class EnginePageMixin(AdminMixinBase):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        # 403 without the permission, whether the engine exists or not; then 404
+        # for an id no engine can have (before any query).
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        engine_id = clean_object_id(object_id, self.model)
         using = db_for(None)
-        engine_id = unquote(object_id)
         claims = (
             Claim.objects.using(using)
             .filter(holder_id=engine_id)
