@@ -110,3 +110,13 @@ def test_install_periodic_tasks_refuses_fractional_seconds_and_writes_nothing() 
     with pytest.raises(WeftConfigurationError, match="whole seconds"):
         install_periodic_tasks(beat_schedule(signal_every=30, update_every=0.5))
     assert not PeriodicTask.objects.exists()
+
+
+def test_the_old_import_path_of_the_schedule_helpers_still_works() -> None:
+    """Settings written before weft_django.beat import from weft_django.celery."""
+    from weft_django import beat
+    from weft_django.celery import beat_entry, beat_schedule, install_periodic_tasks
+
+    assert beat_schedule is beat.beat_schedule
+    assert beat_entry is beat.beat_entry
+    assert install_periodic_tasks is beat.install_periodic_tasks

@@ -58,3 +58,44 @@ def test_every_public_name_in_the_reference_has_a_docstring() -> None:
     missing = runpy.run_path(str(ROOT / "docs" / "gen_api.py"))["missing_docstrings"]()
     assert missing == [], f"public names without a docstring: {missing}"
     assert "(no docstring)" not in (ROOT / "docs" / "api.md").read_text()
+
+
+PACKAGE = ROOT / "weft_django"
+
+
+def _map_entries(text: str) -> list[str]:
+    """The paths in the first column of docs/architecture.md's package map; a bare
+    file name takes the folder of the first path in its row."""
+    section = text.split("## Package map", 1)[1].split("\n## ", 1)[0]
+    entries = []
+    for row in section.splitlines():
+        if not row.startswith("| `"):
+            continue
+        paths = re.findall(r"`([^`]+)`", row.split("|")[1])
+        folder = paths[0].rsplit("/", 1)[0] + "/" if "/" in paths[0].rstrip("/") else ""
+        entries += [p if "/" in p else folder + p for p in paths]
+    return entries
+
+
+def test_the_architecture_map_names_every_module_and_only_modules_that_exist() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    entries = _map_entries(text)
+    missing = [entry for entry in entries if not (PACKAGE / entry).exists()]
+    assert missing == [], f"docs/architecture.md maps modules that do not exist: {missing}"
+    folders = [entry for entry in entries if entry.endswith("/")]
+    unmapped = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (path.name != "__init__.py" or path.parent == PACKAGE)
+        and str(path.relative_to(PACKAGE)) not in entries
+        and not any(str(path.relative_to(PACKAGE)).startswith(folder) for folder in folders)
+    ]
+    assert unmapped == [], f"modules missing from docs/architecture.md's package map: {unmapped}"
+
+
+def test_every_module_path_in_the_architecture_page_exists() -> None:
+    """Paths named anywhere on the page (the rules table too) are real files."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:[\w.]+/)+\w+\.py)`", text))
+    stale = sorted(p for p in named if not (PACKAGE / p).exists() and not (ROOT / p).exists())
+    assert stale == []
