@@ -29,7 +29,14 @@ def layer_of(module: str) -> str:
     parts = module.split(".")[1:]
     if not parts:
         return "public"  # the package itself re-exports the public API
-    if parts[0] in ("models", "conf", "retention_settings", "exceptions", "migrations"):
+    if parts[0] in (
+        "models",
+        "conf",
+        "retention_settings",
+        "exceptions",
+        "migrations",
+        "stored_json",
+    ):
         return "storage"
     if parts[0] in ("ownership", "runtime"):
         return parts[0]
