@@ -95,7 +95,9 @@ def is_duplicate_key(error: IntegrityError) -> bool:
     refusal: a CHECK constraint (MariaDB's ``JSON_VALID`` on a JSON column,
     error 4025), a foreign key, a NOT NULL. Only a duplicate may be reported as
     ``WorkflowAlreadyExistsError``; anything else is the caller's to see."""
-    cause = error.__cause__
+    # Django's MySQL backend raises a CHECK failure (reported by the driver as an
+    # OperationalError) as a new IntegrityError: the driver's error is its context.
+    cause = error.__cause__ or error.__context__
     module = type(cause).__module__ if cause is not None else ""
     if cause is not None and module.startswith("MySQLdb"):
         return bool(cause.args) and cause.args[0] == MYSQL_DUPLICATE_KEY
