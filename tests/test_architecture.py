@@ -36,6 +36,7 @@ LAYER_OF_PATH = {
     "models": "storage",
     "conf": "storage",
     "exceptions": "storage",
+    "stored_json": "storage",
     "migrations": "storage",
     "retention.settings": "storage",
     "ownership": "ownership",

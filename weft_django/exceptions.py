@@ -207,7 +207,8 @@ class NonDeterminismError(WeftError):
 
 
 class PayloadError(WeftError, ValueError):
-    """A value is not JSON-serialisable or is over ``WEFT['MAX_PAYLOAD_BYTES']``."""
+    """A value is not JSON-serialisable, nests deeper than ``MAX_PAYLOAD_DEPTH``
+    (30 levels), or is over ``WEFT['MAX_PAYLOAD_BYTES']``."""
 
     def __init__(self, what: str, reason: str) -> None:
         self.what = what

@@ -16,6 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from .stored_json import StoredJSONField
+
 
 class RunStatus(models.TextChoices):
     PENDING = "pending", _("pending")
@@ -74,7 +76,7 @@ class Engine(models.Model):
         help_text="Bumped in the same transaction whenever another process takes or "
         "revokes one of this engine's claims; renewal compares it to find lost claims.",
     )
-    passes = models.JSONField(
+    passes = StoredJSONField(
         default=dict,
         blank=True,
         encoder=DjangoJSONEncoder,
@@ -221,10 +223,10 @@ class WorkflowRun(models.Model):
     workflow_name = models.CharField(max_length=255)  # weft_run_name_created_idx
     workflow_version = models.PositiveIntegerField(default=1)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
-    args = models.JSONField(default=list, encoder=DjangoJSONEncoder)
-    kwargs = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
-    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    args = StoredJSONField(default=list, encoder=DjangoJSONEncoder)
+    kwargs = StoredJSONField(default=dict, encoder=DjangoJSONEncoder)
+    result = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     parent_id = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -233,7 +235,7 @@ class WorkflowRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     timeout_at = models.DateTimeField(null=True, blank=True)
     wake_at = models.DateTimeField(null=True, blank=True)
-    waiting_on = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    waiting_on = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     wake_hint_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -311,8 +313,8 @@ class WorkflowEvent(models.Model):
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=255, blank=True, default="")
-    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    result = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     engine_id = models.CharField(max_length=64, blank=True, default="")
     epoch = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
@@ -337,7 +339,7 @@ class WorkflowSignal(models.Model):
     )
     signal_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255)
-    payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    payload = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     created_at = models.DateTimeField(default=timezone.now)
     consumed_at = models.DateTimeField(null=True, blank=True)
     consumed_seq = models.PositiveIntegerField(null=True, blank=True)
@@ -379,12 +381,12 @@ class UpdateRequest(models.Model):
     )
     update_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255)
-    payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    payload = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     status = models.CharField(
         max_length=16, choices=UpdateStatus.choices, default=UpdateStatus.PENDING
     )
-    response = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    error = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    response = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     applied_seq = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     responded_at = models.DateTimeField(null=True, blank=True)
@@ -430,10 +432,10 @@ class PassSummary(models.Model):
     finished_at = models.DateTimeField()
     succeeded = models.BooleanField(default=True)
     #: The last pass's counts per outcome (or rows deleted per table, for prune).
-    counts = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
+    counts = StoredJSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
     #: The last pass's error ("" when it ran through); ``failures`` its per-run ones.
     error = models.TextField(blank=True, default="")
-    failures = models.JSONField(default=list, blank=True, encoder=DjangoJSONEncoder)
+    failures = StoredJSONField(default=list, blank=True, encoder=DjangoJSONEncoder)
     #: The most recent error of any pass of this kind, kept after later successes.
     last_error = models.TextField(blank=True, default="")
     last_error_at = models.DateTimeField(null=True, blank=True)

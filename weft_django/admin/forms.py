@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from ..exceptions import PayloadError
 from ..operations import MAX_REASON_LENGTH
 from ..runtime.payload import check_id, encode
+from ..stored_json import MAX_PAYLOAD_DEPTH, json_text_depth
 
 #: The largest payload the admin form accepts (the API's own limit may be higher).
 MAX_FORM_PAYLOAD_BYTES = 64 * 1024
@@ -55,7 +56,10 @@ class SendSignalForm(forms.Form):
         required=False,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "spellcheck": "false"}),
-        help_text=_("Any JSON value, at most 64 KiB; empty means null."),
+        help_text=_(
+            "Any JSON value, at most 64 KiB and 30 levels deep (lists and objects); "
+            "empty means null."
+        ),
     )
     signal_id = forms.CharField(
         label=_("Signal id (optional)"),
@@ -92,6 +96,13 @@ class SendSignalForm(forms.Form):
             )
         if not text.strip():
             return None
+        # Measured on the text, before parsing: deep text must not reach json.loads.
+        depth = json_text_depth(text)
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise forms.ValidationError(
+                _("The payload is nested %(depth)d levels deep, over the limit of %(limit)d."),
+                params={"depth": depth, "limit": MAX_PAYLOAD_DEPTH},
+            )
         try:
             value = json.loads(text)
         except ValueError as exc:

@@ -45,6 +45,7 @@ from ..models import (
 )
 from ..ownership import ownership_class, ownership_for
 from ..retention import stats as retention_stats
+from ..stored_json import UndecodableJSON
 from .stuck import stuck_runs
 
 #: Runs counted per status on the overview before it says "1,000+".
@@ -77,6 +78,8 @@ def retention_summary(using: str | None) -> dict[str, Any]:
 
 def as_json(value: Any) -> str:
     """``value`` as indented JSON (what the overview shows for errors and payloads)."""
+    if isinstance(value, UndecodableJSON):
+        return str(value)  # "(payload cannot be shown: ...)"
     return json.dumps(value, indent=2, sort_keys=True, cls=DjangoJSONEncoder, ensure_ascii=False)
 
 

@@ -33,7 +33,7 @@ from ..ownership import busy_as_typed_error
 from ..runtime import registry
 from ..runtime.payload import check_id, check_start_at, encode_call
 from ..runtime.polling import NOT_YET, RESULT_BACKOFF, Poll, check_timeout
-from ..runtime.runs import IGNORE_DUPLICATE_VENDORS, insert_new_run, new_run
+from ..runtime.runs import IGNORE_DUPLICATE_VENDORS, insert_new_run, is_duplicate_key, new_run
 from ..runtime.wakeups import notify
 from . import updates
 
@@ -75,7 +75,9 @@ def start(
             else:
                 with transaction.atomic(using=alias) if in_transaction else nullcontext():
                     new_run(*run, start_at=start_at, using=alias)
-    except IntegrityError:
+    except IntegrityError as exc:
+        if not is_duplicate_key(exc):
+            raise
         raise WorkflowAlreadyExistsError(workflow_id) from None
     notify(workflow_id, using=alias)
     return WorkflowHandle(workflow_id, using=using)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .payload import encode, error_info
+from ..exceptions import PayloadError
+from .payload import check_decoded, encode, error_info
 from .port import Event, TurnPort
 from .replay import Replay
 
@@ -23,6 +24,11 @@ def deliver_updates(replay: Replay, turn: TurnPort) -> int:
     """Apply ``turn``'s pending update requests; returns how many were applied."""
     applied = 0
     for request in turn.pending_updates():
+        try:  # a payload stored before the depth limit, or by hand
+            check_decoded(request.payload, f"payload of update {request.name!r}")
+        except PayloadError as exc:
+            turn.reject_update(request.pk, type(exc).__name__, str(exc))
+            continue
         handler = replay.update_handlers.get(request.name)
         if handler is None:
             if request.name == replay.waiting_update:

@@ -41,7 +41,7 @@ from .context import Context
 from .payload import encode, error_info, one_line
 from .port import HALTED, Abandon, Event, Park
 from .prefetch import FirstTurnReads
-from .replay import Replay
+from .replay import Replay, undecodable_history
 from .runs import load_run
 from .turn import Turn
 from .writes import RunWrites
@@ -343,6 +343,11 @@ class WorkflowEngine:
         # constraint refuses the replayed checkpoint: the turn fails on the
         # database and nothing is recorded twice.
         history = [] if run["status"] == RunStatus.PENDING else self._load_events(turn.run_id)
+        unreadable = undecodable_history(run, history)
+        if unreadable is not None:  # cannot be replayed, now or ever: fail it, once
+            turn.finish([], RunStatus.FAILED, error=error_info(unreadable, with_traceback=False))
+            _ended(turn, f"failed: {one_line(unreadable)}")
+            return TurnOutcome.FAILED
         replay = Replay(turn.run_id, history)
         ctx = Context(turn, replay)
         failure: BaseException | None

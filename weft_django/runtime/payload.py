@@ -18,6 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from ..conf import get_settings
 from ..exceptions import PayloadError
+from ..stored_json import MAX_PAYLOAD_DEPTH, UndecodableJSON
 
 
 def dumps(value: Any) -> str:
@@ -35,8 +36,55 @@ _UNSTORABLE = re.compile(
 )
 
 
-def encode(value: Any, what: str, *, max_bytes: int | None = None) -> Any:
-    """Validate ``value`` as a JSON payload and return its JSON round-trip."""
+_CONTAINERS = (list, tuple, dict)
+
+
+def check_depth(value: Any, what: str, *, max_bytes: int, limit: int = MAX_PAYLOAD_DEPTH) -> None:
+    """Refuse ``value`` when its lists and dicts nest deeper than ``limit``.
+
+    Iterative, and it stops at the first level over the limit, so no value (a
+    deep one, one that contains itself) can make it, or ``json.dumps`` after
+    it, recurse out of the interpreter's stack. Every item is at least a byte
+    of JSON: more items than ``max_bytes`` is over the size limit, refused
+    without walking the rest (a value that shares its parts can be vast).
+    """
+    if not isinstance(value, _CONTAINERS):
+        return
+    stack = [value]  # containers still to look into, each at the depth below
+    depths = [1]
+    items_seen = 0
+    while stack:
+        container, depth = stack.pop(), depths.pop()
+        items = container.values() if isinstance(container, dict) else container
+        items_seen += len(items)
+        if items_seen > max_bytes:
+            raise PayloadError(
+                what, f"more than {max_bytes} bytes of JSON is over WEFT['MAX_PAYLOAD_BYTES']"
+            )
+        inner = [item for item in items if isinstance(item, _CONTAINERS)]
+        if not inner:
+            continue
+        if depth >= limit:
+            raise PayloadError(
+                what,
+                f"nested more than {limit} levels deep (lists and dicts), over the limit "
+                f"of {limit} (MAX_PAYLOAD_DEPTH)",
+            )
+        stack.extend(inner)
+        depths.extend([depth + 1] * len(inner))
+
+
+def encode(
+    value: Any, what: str, *, max_bytes: int | None = None, max_depth: int = MAX_PAYLOAD_DEPTH
+) -> Any:
+    """Validate ``value`` as a JSON payload and return its JSON round-trip.
+
+    Refused with a :class:`PayloadError` naming ``what``: a value that is not
+    JSON, nests deeper than :data:`MAX_PAYLOAD_DEPTH`, holds text no database
+    stores, or is over ``WEFT['MAX_PAYLOAD_BYTES']``.
+    """
+    limit = get_settings().max_payload_bytes if max_bytes is None else max_bytes
+    check_depth(value, what, max_bytes=limit, limit=max_depth)
     try:
         text = dumps(value)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
@@ -47,7 +95,6 @@ def encode(value: Any, what: str, *, max_bytes: int | None = None) -> Any:
             "it holds a NUL character or an unpaired UTF-16 surrogate in a string, "
             "which databases cannot store",
         )
-    limit = get_settings().max_payload_bytes if max_bytes is None else max_bytes
     size = len(text.encode("utf-8"))
     if size > limit:
         raise PayloadError(
@@ -86,17 +133,33 @@ def encode_call(
     for key in kwargs:
         if not isinstance(key, str):
             raise PayloadError(f"keyword arguments of {what}", f"key {key!r} is not a string")
+    culprits = [(f"argument {index}", value) for index, value in enumerate(args)]
+    culprits += [(f"keyword argument {key!r}", value) for key, value in kwargs.items()]
+    limit = get_settings().max_payload_bytes
+    for label, value in culprits:
+        check_depth(value, f"{label} of {what}", max_bytes=limit)
+    # Each argument within the limit: the list (the dict) that holds them is one more.
+    depth = MAX_PAYLOAD_DEPTH + 1
     try:
-        return encode(args, f"arguments of {what}"), encode(kwargs, f"keyword arguments of {what}")
+        return (
+            encode(args, f"arguments of {what}", max_depth=depth),
+            encode(kwargs, f"keyword arguments of {what}", max_depth=depth),
+        )
     except PayloadError:
-        culprits = [(f"argument {index}", value) for index, value in enumerate(args)]
-        culprits += [(f"keyword argument {key!r}", value) for key, value in kwargs.items()]
         for label, value in culprits:
             try:
                 dumps(value)
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:
                 raise PayloadError(f"{label} of {what}", f"not JSON-serialisable ({exc})") from None
         raise  # every value is JSON on its own: the whole is over the size limit
+
+
+def check_decoded(value: Any, what: str) -> Any:
+    """``value`` as read from the database; a ``PayloadError`` naming ``what``
+    when it is the placeholder of stored JSON weft does not decode."""
+    if isinstance(value, UndecodableJSON):
+        raise PayloadError(what, f"the stored JSON cannot be decoded: {value.reason}")
+    return value
 
 
 MAX_ID_LENGTH = 255

@@ -24,7 +24,7 @@ from ..ownership import db_now
 from . import registry
 from .context import Context
 from .port import Event, StopReplay
-from .replay import Replay
+from .replay import Replay, undecodable_history
 from .runs import load_run
 
 
@@ -78,7 +78,11 @@ def replay_read_only(
         .order_by("seq")
         .values_list("seq", "kind", "name", "result", "error")
     )
-    replay = Replay(workflow_id, [Event(*row) for row in rows], read_only=True)
+    events = [Event(*row) for row in rows]
+    unreadable = undecodable_history(run, events)
+    if unreadable is not None:
+        raise QueryError(f"Cannot replay {workflow_id!r} to answer: {unreadable}")
+    replay = Replay(workflow_id, events, read_only=True)
     try:
         definition.fn(
             Context(ReplayTurn(run, definition, using), replay), *run["args"], **run["kwargs"]

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import HandlerError, NonDeterminismError
+from ..exceptions import HandlerError, NonDeterminismError, PayloadError
+from ..stored_json import UndecodableJSON
 from .port import Event, StopReplay
 
 
@@ -151,3 +152,24 @@ class Replay:
         if rest:
             ending = "returns" if failure is None else f"raises {type(failure).__name__}"
             self.mismatch(f"no more operations (the workflow now {ending})", rest[0])
+
+
+def undecodable_history(run: dict[str, Any], events: list[Event]) -> PayloadError | None:
+    """The error for a run whose arguments or recorded history hold stored JSON
+    weft does not decode (:class:`~weft_django.stored_json.UndecodableJSON`:
+    written before the depth limit, or by hand); None when all of it decodes."""
+    found: list[tuple[str, UndecodableJSON]] = [
+        (f"{name} of run {run['id']!r}", run[name])
+        for name in ("args", "kwargs")
+        if isinstance(run.get(name), UndecodableJSON)
+    ]
+    found += [
+        (f"{field} of event #{event.seq} ({event.kind} {event.name!r}) of run {run['id']!r}", value)
+        for event in events
+        for field, value in (("result", event.result), ("error", event.error))
+        if isinstance(value, UndecodableJSON)
+    ]
+    if not found:
+        return None
+    what, value = found[0]
+    return PayloadError(what, f"the stored JSON cannot be decoded: {value.reason}")

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 
@@ -88,6 +88,30 @@ def new_run(
     run = _pending_run(definition, workflow_id, args, kwargs, parent_id, start_at, now, using)
     run.save(using=db_for(using), force_insert=True)
     return run
+
+
+#: MySQL/MariaDB's error number of a duplicate key; PostgreSQL's SQLSTATE of one.
+MYSQL_DUPLICATE_KEY = 1062
+PG_UNIQUE_VIOLATION = "23505"
+
+
+def is_duplicate_key(error: IntegrityError) -> bool:
+    """Whether ``error`` is a unique-key violation (the id exists), not another
+    refusal: a CHECK constraint (MariaDB's ``JSON_VALID`` on a JSON column,
+    error 4025), a foreign key, a NOT NULL. Only a duplicate may be reported as
+    ``WorkflowAlreadyExistsError``; anything else is the caller's to see."""
+    # Django's MySQL backend raises a CHECK failure (reported by the driver as an
+    # OperationalError) as a new IntegrityError: the driver's error is its context.
+    cause = error.__cause__ or error.__context__
+    module = type(cause).__module__ if cause is not None else ""
+    if cause is not None and module.startswith("MySQLdb"):
+        return bool(cause.args) and cause.args[0] == MYSQL_DUPLICATE_KEY
+    state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if state is not None:
+        return bool(state == PG_UNIQUE_VIOLATION)
+    if module.startswith("sqlite3"):
+        return str(error).startswith("UNIQUE constraint failed")
+    return True  # a backend weft does not know: a duplicate, as it most often is
 
 
 #: Where ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE``) skips only

@@ -25,11 +25,11 @@ from ..models import (
     WorkflowSignal,
 )
 from .backoff import is_transient
-from .payload import encode, encode_call
+from .payload import check_decoded, encode, encode_call
 from .port import HALTED, Abandon, Event, PendingUpdate
 from .prefetch import SIGNALS_BUFFERED, UPDATES_PENDING
 from .registry import WorkflowDefinition
-from .runs import new_run
+from .runs import is_duplicate_key, new_run
 from .wakeups import notify
 from .writes import RunWrites, TurnHost
 
@@ -114,6 +114,7 @@ class Turn(RunWrites):
                 if row is None:
                     return None
                 signal_pk, payload = row
+                check_decoded(payload, f"payload of signal {name!r}")  # before it is consumed
                 taken = signals.filter(pk=signal_pk, consumed_at__isnull=True).update(
                     consumed_at=self.now(), consumed_seq=seq
                 )
@@ -150,7 +151,8 @@ class Turn(RunWrites):
         if not self._one_statement(take) or taken is None or not taken.taken:
             return None
         self.status = RunStatus.RUNNING
-        return Event(seq, "signal", name, taken.payload)
+        payload = check_decoded(taken.payload, f"payload of signal {name!r}")
+        return Event(seq, "signal", name, payload)
 
     def child_outcome(self, child_id: str, pending: list[Event], seq: int) -> Event | None:
         row = (
@@ -165,7 +167,11 @@ class Turn(RunWrites):
                 "error": {"type": "WorkflowNotFoundError", "message": f"{child_id} was purged"},
             }
         elif row[0] in TERMINAL_STATUSES:
-            outcome = {"status": row[0], "result": row[1], "error": row[2]}
+            outcome = {
+                "status": row[0],
+                "result": check_decoded(row[1], f"result of child {child_id!r}"),
+                "error": check_decoded(row[2], f"error of child {child_id!r}"),
+            }
         else:
             return None
         event = Event(seq, "child_result", child_id, outcome)
@@ -196,7 +202,9 @@ class Turn(RunWrites):
                         now=self.now(),
                         using=self.using,
                     )
-            except IntegrityError:
+            except IntegrityError as exc:
+                if not is_duplicate_key(exc):
+                    raise
                 exists = True
                 event.error = {"type": "WorkflowAlreadyExistsError", "message": child_id}
             self._insert([*pending, event])

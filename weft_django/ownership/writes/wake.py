@@ -14,7 +14,6 @@ only if it holds. Other databases get None and use the fenced transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +22,7 @@ from typing import Any
 from django.db import connections
 
 from ...models import WorkflowEvent, WorkflowRun, WorkflowSignal
+from ...stored_json import load_stored_json
 from .single import EVENT_COLUMNS, add_events, fence_cte, stamp_sql
 
 
@@ -96,4 +96,4 @@ def fenced_take_signal(
         cursor.execute(sql, params)
         held, taken, payload = cursor.fetchone()
     # Django reads jsonb as its text (JSONField decodes it): so does this.
-    return SignalTake(held == 1, taken == 1, None if payload is None else json.loads(payload))
+    return SignalTake(held == 1, taken == 1, None if payload is None else load_stored_json(payload))
