@@ -11,7 +11,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 import weft_django as weft
-from weft_django import api
+from weft_django.api import runs as api
 from weft_django.models import Claim, UpdateRequest, WorkflowEvent, WorkflowRun, WorkflowSignal
 from weft_django.runtime.payload import encode
 from weft_django.runtime.runs import is_duplicate_key

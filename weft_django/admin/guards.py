@@ -68,7 +68,7 @@ def filter_lookups(model_admin: Any, request: HttpRequest) -> set[str]:
         elif isinstance(field, (models.DateField, models.DateTimeField)):
             allowed.update({f"{name}__gte", f"{name}__lt"})
         elif field.choices or isinstance(field, models.BooleanField):
-            allowed.add(f"{name}__exact")
+            allowed.update({name, f"{name}__exact"})  # ?kind=celery as typed, or as linked
         else:
             allowed.add(name)
         allowed.add(f"{name}__isnull")
