@@ -57,7 +57,7 @@ def start(
     definition = registry.resolve(workflow)
     definition.check_arguments(args, kwargs)
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
-    start_at = check_start_at(start_at)
+    start_at = check_start_at(start_at, definition.timeout)
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
     # Inside a caller's transaction a duplicate id must not break it: a plain
     # INSERT that skips the duplicate key where the database has one for that
@@ -81,6 +81,8 @@ def start(
 
 
 def get_handle(workflow_id: str, *, using: str | None = None) -> WorkflowHandle:
+    """A handle on an existing run; ``WorkflowNotFoundError`` when there is none."""
+    check_id(workflow_id)
     if not WorkflowRun.objects.using(db_for(using)).filter(pk=workflow_id).exists():
         raise WorkflowNotFoundError(workflow_id)
     return WorkflowHandle(workflow_id, using=using)
@@ -166,6 +168,7 @@ def result(workflow_id: str, timeout: float | None = None, *, using: str | None 
     ``TransactionManagementError`` at once (unless ``timeout=0``): the wait
     could only time out, as for ``update()``.
     """
+    check_id(workflow_id)
     alias = db_for(using)
     runs = WorkflowRun.objects.using(alias)
     timeout = check_timeout(timeout)
@@ -230,6 +233,8 @@ class WorkflowDescription:
 
 
 def describe(workflow_id: str, *, using: str | None = None) -> WorkflowDescription:
+    """The run's status, owner, wait and counts, read in one go."""
+    check_id(workflow_id)
     using = db_for(using)
     run = (
         WorkflowRun.objects.using(using)
