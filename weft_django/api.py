@@ -52,6 +52,14 @@ def start(
     in the calling process (``WorkflowNotRegisteredError``); the arguments are
     bound against its function's signature, ``ctx`` left out, and arguments it
     cannot take raise ``WorkflowArgumentsError`` with nothing stored.
+
+    ``workflow_id`` (default: a random hex id) is 1 to 255 characters with a
+    visible one, no NUL and no unpaired surrogate; every verb checks the id (and
+    the names) it is given by that rule, before the database, and raises
+    ``InvalidIdError`` (a ``ValueError`` naming the parameter) otherwise
+    (docs/workflows.md, "Ids and names"). ``start_at`` is timezone-aware, and
+    it and its execution deadline (``start_at`` + the workflow's ``timeout``)
+    are within UTC's range, else ``ValueError`` naming ``start_at``.
     """
     alias = db_for(using)
     definition = registry.resolve(workflow)

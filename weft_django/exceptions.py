@@ -202,7 +202,9 @@ class InvalidIdError(WeftError, ValueError):
         self.limit = limit
         shown = ""
         if isinstance(value, str):
-            shown = f"; got {value[:40]!r}" + ("..." if len(value) > 40 else "")
+            shown = f"; got {value[:40]!r}"
+            if len(value) > 40:
+                shown += f" (its first 40 of {len(value)} characters)"
         super().__init__(
             f"{what} {reason}{shown}"
             + f". An id or a name is a string of 1 to {limit} characters with a visible "
