@@ -24,7 +24,7 @@ from weft_django.runtime.payload import CHILD_ID, RUN_ID, SIGNAL_NAME, check_id,
 from weft_django.testing import WorkflowDriver
 
 from .conftest import kinds
-from .workflows import CALLS
+from .workflows import CALLS, LOG
 
 LONG_ID = "o" * 250  # valid, but "<id>/fulfil" and "<id>/child-0" are not
 
@@ -265,3 +265,21 @@ def test_a_child_with_an_id_of_255_characters_replays(driver: WorkflowDriver) ->
     weft.start("tests.parent", "tests.child_add", 1, child_id=child_id, workflow_id="c1")
     driver.run_until_idle()
     assert weft.result("c1", timeout=0) == {"child": child_id, "result": 101}
+
+
+@pytest.mark.parametrize(("steps", "child"), [(8, "child-9"), (9, None)])
+def test_a_derived_child_id_is_checked_at_its_seq_live_and_on_replay(
+    driver: WorkflowDriver, steps: int, child: str | None
+) -> None:
+    """A 247-character run id: ``/child-9`` makes 255 characters, ``/child-10`` 256."""
+    run_id = "p" * 247
+    weft.start("tests.child_after_steps", steps, workflow_id=run_id)
+    driver.run_until_idle()
+    weft.signal(run_id, "go")
+    driver.run_until_idle()
+    expected = f"{run_id}/{child}" if child else None
+    assert weft.result(run_id, timeout=0) == {"child": expected}
+    assert WorkflowRun.objects.filter(parent_id=run_id).count() == (1 if child else 0)
+    refused = ["child workflow_id (derived from this run's id; pass a shorter one)"]
+    logged = list(LOG)
+    assert logged == ([] if child else refused * 2)  # the first execution, then the replay

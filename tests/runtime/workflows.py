@@ -357,3 +357,20 @@ def long_ids_caught(ctx: Context) -> dict[str, Any]:
     ctx.wait_for_signal("go")
     handle = ctx.start_child("tests.child_add", 2, workflow_id="kid-of-a-long-id")
     return {"refused": refused, "result": handle.result()}
+
+
+@weft.workflow(name="tests.child_after_steps")
+def child_after_steps(ctx: Context, steps: int) -> dict[str, Any]:
+    """``steps`` steps and a recorded value (buffered, not yet written), then a child
+    with a derived id, whose ``seq`` is ``steps + 1``; a refusal is caught, then the
+    run waits for "go" so the turn after the signal replays all of it."""
+    for index in range(steps):
+        ctx.step(noop, name=f"s{index}")
+    ctx.now()
+    try:
+        child: str | None = ctx.start_child("tests.child_add", 1).id
+    except InvalidIdError as exc:
+        child = None
+        LOG.append(exc.what)
+    ctx.wait_for_signal("go")
+    return {"child": child}
