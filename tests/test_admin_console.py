@@ -422,7 +422,7 @@ def test_send_signal_form_stores_the_signal(admin_client: Any) -> None:
 
 BAD_SIGNALS = {
     "no name": ({"name": "", "payload": "1"}, "name", "required"),
-    "blank name": ({"name": "   ", "payload": "1"}, "name", "non-blank"),
+    "blank name": ({"name": "   ", "payload": "1"}, "name", "a visible character"),
     "long name": ({"name": "x" * 256, "payload": "1"}, "name", "at most 255"),
     "not json": ({"name": "go", "payload": "{nope"}, "payload", "Not valid JSON"),
     "nan": ({"name": "go", "payload": "NaN"}, "payload", "not JSON-serialisable"),
@@ -432,7 +432,7 @@ BAD_SIGNALS = {
         "payload",
         "over 65536 bytes",
     ),
-    "blank signal id": ({"name": "go", "signal_id": "  "}, "signal_id", "non-blank"),
+    "blank signal id": ({"name": "go", "signal_id": "  "}, "signal_id", "a visible character"),
 }
 
 

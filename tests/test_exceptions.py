@@ -31,6 +31,7 @@ PUBLIC_ERRORS = [
     "UpdateRejectedError",
     "NonDeterminismError",
     "PayloadError",
+    "InvalidIdError",
     "WorkflowClaimUnavailableError",
     "EngineDeposedError",
     "OwnershipModeMismatchError",
@@ -218,3 +219,18 @@ def test_warn_never_raises_under_warnings_as_errors(caplog: pytest.LogCaptureFix
         warnings.simplefilter("error")
         warn(weft_django.WeftWorkflowWakeDiscardedWarning("order-8", "timer"))
     assert "order-8" in caplog.text
+
+
+def test_invalid_id_error_is_a_value_error_naming_the_parameter() -> None:
+    error = weft_django.InvalidIdError("signal_id", "a\x00" * 30, "must not hold a NUL", 255)
+    assert isinstance(error, ValueError)
+    assert (error.what, error.value, error.reason, error.limit) == (
+        "signal_id",
+        "a\x00" * 30,
+        "must not hold a NUL",
+        255,
+    )
+    text = str(error)
+    assert text.startswith("signal_id must not hold a NUL; got 'a\\x00")
+    assert "' (its first 40 of 60 characters). " in text
+    assert "1 to 255 characters" in text

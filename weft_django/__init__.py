@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .exceptions import (
     EngineDeposedError,
     HandlerError,
+    InvalidIdError,
     NonDeterminismError,
     OwnershipModeMismatchError,
     PayloadError,
@@ -116,6 +117,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     # Errors
     "EngineDeposedError",
     "HandlerError",
+    "InvalidIdError",
     "NonDeterminismError",
     "OwnershipModeMismatchError",
     "PayloadError",

@@ -216,6 +216,38 @@ class PayloadError(WeftError, ValueError):
         super().__init__(f"{what}: {reason}")
 
 
+class InvalidIdError(WeftError, ValueError):
+    """An id or a name (a run's ``workflow_id``, a child's id, a step, signal,
+    update or query name, a ``signal_id`` or ``update_id``) that its database
+    column cannot hold: not a string, empty, longer than the column's
+    ``max_length`` (``limit``, 255 characters), holding a NUL character or an
+    unpaired UTF-16 surrogate, or without a visible character (only
+    whitespace, control or format characters such as a zero-width space).
+
+    ``what`` names the parameter (``"workflow_id"``, ``"signal name"``, ...).
+    Raised before anything is stored; in workflow code (``ctx.step(name=...)``,
+    ``ctx.start_child``, ``ctx.wait_for_signal`` ...) it fails the run like any
+    exception the workflow does not catch, and it is raised the same way on
+    every replay.
+    """
+
+    def __init__(self, what: str, value: Any, reason: str, limit: int) -> None:
+        self.what = what
+        self.value = value
+        self.reason = reason
+        self.limit = limit
+        shown = ""
+        if isinstance(value, str):
+            shown = f"; got {value[:40]!r}"
+            if len(value) > 40:
+                shown += f" (its first 40 of {len(value)} characters)"
+        super().__init__(
+            f"{what} {reason}{shown}"
+            + f". An id or a name is a string of 1 to {limit} characters with a visible "
+            "character, no NUL and no unpaired surrogate."
+        )
+
+
 class WorkflowClaimUnavailableError(WeftError):
     """``resume`` found a live engine (``held_by``) still holding the run's claim;
     nothing was changed. Try again once that engine has let the claim go.

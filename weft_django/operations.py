@@ -46,7 +46,7 @@ from .exceptions import (
 from .models import TERMINAL_STATUSES, RunStatus, WorkflowRun, WorkflowSignal, db_for
 from .ownership import busy_as_typed_error
 from .runtime.inbox import deliver
-from .runtime.payload import check_id, encode
+from .runtime.payload import SIGNAL_ID, SIGNAL_NAME, check_id, encode
 from .runtime.runs import TRANSITIONS_FROM, Within, purge_run, resume_run, transition
 
 logger = logging.getLogger("weft_django.operations")
@@ -241,6 +241,7 @@ def _transition(
     by: Any,
     using: str | None,
 ) -> None:
+    check_id(workflow_id)
     using = db_for(using)
     audit = Audit(operation, workflow_id, by, check_reason(reason))
     # A suspension without actor or reason records no message (a suspension by
@@ -254,6 +255,7 @@ def resume(
     workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
 ) -> None:
     """Make a suspended run runnable again under a fresh claim epoch."""
+    check_id(workflow_id)
     using = db_for(using)
     audit = Audit("resume", workflow_id, by, check_reason(reason))
     resume_run(workflow_id, within=audit.entry_writer(using), using=using)
@@ -264,6 +266,7 @@ def purge(
     workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
 ) -> None:
     """Delete a run and its history; its claim epoch is rotated, never reset."""
+    check_id(workflow_id)
     using = db_for(using)
     audit = Audit("purge", workflow_id, by, check_reason(reason))
     purge_run(workflow_id, within=audit.entry_writer(using), using=using)
@@ -281,12 +284,13 @@ def signal(
     using: str | None = None,
 ) -> None:
     """Durably buffer a signal; a repeated ``signal_id`` is a no-op (and not recorded)."""
-    using = db_for(using)
     check_id(workflow_id)
-    check_id(name, "signal name")
+    check_id(name, "signal name", SIGNAL_NAME)
+    if signal_id is not None:
+        check_id(signal_id, "signal_id", SIGNAL_ID)
+    using = db_for(using)
     encoded = encode(payload, f"payload of signal {name!r}")
     if signal_id is not None:
-        check_id(signal_id, "signal_id")
         # A repeat is a no-op: no second row, and no wake hint that would cost
         # the owner a pointless turn (an idempotent retry after the run ended
         # also succeeds, as the first call did).

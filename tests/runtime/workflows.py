@@ -25,6 +25,7 @@ import weft_django as weft
 from example_project.orders.models import StepLog
 from weft_django import (
     Context,
+    InvalidIdError,
     RetryPolicy,
     StepFailedError,
     WaitTimeoutError,
@@ -330,3 +331,46 @@ def approve_order(ctx: Context, order_id: int) -> dict[str, Any]:
         return {"status": "expired"}
     ctx.sleep(timedelta(minutes=5))
     return {"status": decision["status"]}
+
+
+@weft.workflow(name="tests.long_step_name")
+def long_step_name(ctx: Context, length: int) -> str:
+    ctx.step(noop, name="n" * length)
+    return "unreachable"
+
+
+@weft.workflow(name="tests.long_ids_caught")
+def long_ids_caught(ctx: Context) -> dict[str, Any]:
+    """Catches the refusals of ids that are too long (a child id derived from this
+    run's long id, an explicit one, a step name), then waits for "go": the turn
+    after the signal replays the refusals and must raise them at the same places."""
+    refused = []
+    for call in (
+        lambda: ctx.start_child("tests.child_add", 1),
+        lambda: ctx.start_child("tests.child_add", 1, workflow_id="k" * 256),
+        lambda: ctx.step(noop, name="n" * 256),
+    ):
+        try:
+            call()
+        except InvalidIdError as exc:
+            refused.append(exc.what)
+    ctx.wait_for_signal("go")
+    handle = ctx.start_child("tests.child_add", 2, workflow_id="kid-of-a-long-id")
+    return {"refused": refused, "result": handle.result()}
+
+
+@weft.workflow(name="tests.child_after_steps")
+def child_after_steps(ctx: Context, steps: int) -> dict[str, Any]:
+    """``steps`` steps and a recorded value (buffered, not yet written), then a child
+    with a derived id, whose ``seq`` is ``steps + 1``; a refusal is caught, then the
+    run waits for "go" so the turn after the signal replays all of it."""
+    for index in range(steps):
+        ctx.step(noop, name=f"s{index}")
+    ctx.now()
+    try:
+        child: str | None = ctx.start_child("tests.child_add", 1).id
+    except InvalidIdError as exc:
+        child = None
+        LOG.append(exc.what)
+    ctx.wait_for_signal("go")
+    return {"child": child}

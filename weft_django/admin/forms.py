@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from ..exceptions import PayloadError
 from ..operations import MAX_REASON_LENGTH
-from ..runtime.payload import check_id, encode
+from ..runtime.payload import SIGNAL_ID, SIGNAL_NAME, check_id, encode
 from ..stored_json import MAX_PAYLOAD_DEPTH, json_text_depth
 
 #: The largest payload the admin form accepts (the API's own limit may be higher).
@@ -73,7 +73,7 @@ class SendSignalForm(forms.Form):
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
         try:
-            check_id(name, "signal name")
+            check_id(name, "signal name", SIGNAL_NAME)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
         return name
@@ -83,7 +83,7 @@ class SendSignalForm(forms.Form):
         if not signal_id:
             return None
         try:
-            check_id(signal_id, "signal_id")
+            check_id(signal_id, "signal_id", SIGNAL_ID)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
         return signal_id

@@ -53,12 +53,20 @@ def start(
     in the calling process (``WorkflowNotRegisteredError``); the arguments are
     bound against its function's signature, ``ctx`` left out, and arguments it
     cannot take raise ``WorkflowArgumentsError`` with nothing stored.
+
+    ``workflow_id`` (default: a random hex id) is 1 to 255 characters with a
+    visible one, no NUL and no unpaired surrogate; every verb checks the id (and
+    the names) it is given by that rule, before the database, and raises
+    ``InvalidIdError`` (a ``ValueError`` naming the parameter) otherwise
+    (docs/workflows.md, "Ids and names"). ``start_at`` is timezone-aware, and
+    it and its execution deadline (``start_at`` + the workflow's ``timeout``)
+    are within UTC's range, else ``ValueError`` naming ``start_at``.
     """
     alias = db_for(using)
     definition = registry.resolve(workflow)
     definition.check_arguments(args, kwargs)
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
-    start_at = check_start_at(start_at)
+    start_at = check_start_at(start_at, definition.timeout)
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
     # Inside a caller's transaction a duplicate id must not break it: a plain
     # INSERT that skips the duplicate key where the database has one for that
@@ -90,6 +98,7 @@ def get_handle(workflow_id: str, *, using: str | None = None) -> WorkflowHandle:
     no run ``workflow_id`` on the database ``using``. The handle holds only the
     id and the alias; it does not load or lock the run.
     """
+    check_id(workflow_id)
     if not WorkflowRun.objects.using(db_for(using)).filter(pk=workflow_id).exists():
         raise WorkflowNotFoundError(workflow_id)
     return WorkflowHandle(workflow_id, using=using)
@@ -195,6 +204,7 @@ def result(workflow_id: str, timeout: float | None = None, *, using: str | None 
     could only time out, as for ``update()``. ``WorkflowNotFoundError`` when there
     is no such run (or it is purged while the caller waits).
     """
+    check_id(workflow_id)
     alias = db_for(using)
     runs = WorkflowRun.objects.using(alias)
     timeout = check_timeout(timeout)
@@ -291,6 +301,7 @@ def describe(workflow_id: str, *, using: str | None = None) -> WorkflowDescripti
     epoch one step newer than its status. Nothing is locked or written.
     ``WorkflowNotFoundError`` when there is no such run.
     """
+    check_id(workflow_id)
     using = db_for(using)
     run = (
         WorkflowRun.objects.using(using)

@@ -33,7 +33,7 @@ from ..exceptions import (
 from ..models import TERMINAL_STATUSES, UpdateRequest, UpdateStatus, db_for
 from ..ownership import busy_as_typed_error
 from ..runtime.inbox import deliver
-from ..runtime.payload import check_id, encode
+from ..runtime.payload import UPDATE_ID, UPDATE_NAME, check_id, encode
 from ..runtime.polling import NOT_YET, UPDATE_BACKOFF, Poll, check_timeout
 from ..runtime.query import prevalidate_update, run_query
 from ..runtime.runs import load_run
@@ -59,11 +59,12 @@ def update(
     request, and its ``UpdateTimeoutError`` must be caught inside the block, or
     the block rolls back and the request with it.
     """
+    check_id(workflow_id)
+    check_id(name, "update name", UPDATE_NAME)
+    if update_id is not None:
+        check_id(update_id, "update_id", UPDATE_ID)
     using = db_for(using)
     timeout = check_timeout(timeout)
-    check_id(name, "update name")
-    if update_id is not None:
-        check_id(update_id, "update_id")
     encoded = encode(payload, f"payload of update {name!r}")
     run = load_run(workflow_id, using=using)  # also what the pre-validation replays
     if run is None:
@@ -140,6 +141,8 @@ def _describe(error: dict[str, Any] | None) -> str:
 
 def query(workflow_id: str, name: str, *args: Any, using: str | None = None) -> Any:
     """Answer a query by replaying the run's history read-only, in this process."""
+    check_id(workflow_id)
+    check_id(name, "query name", UPDATE_NAME)
     try:
         return run_query(workflow_id, name, *args, using=using)
     except WorkflowNotRegisteredError as exc:

@@ -39,7 +39,16 @@ from ..exceptions import (
 from .backoff import is_transient
 from .delivery import deliver_updates
 from .handles import ChildHandle, ReplayAwareLogger, Update
-from .payload import encode, error_info
+from .payload import (
+    CHILD_ID,
+    EVENT_NAME,
+    SIGNAL_NAME,
+    UPDATE_NAME,
+    check_id,
+    encode,
+    error_info,
+    id_limit,
+)
 from .policy import RetryPolicy, as_seconds
 from .port import Abandon, Event, Park, TurnPort
 from .registry import resolve
@@ -116,9 +125,11 @@ class Context:
         transactional: bool = False,
         **kwargs: Any,
     ) -> Any:
-        """Run ``fn`` once; its JSON result is checkpointed and replayed."""
+        """Run ``fn`` once; its JSON result is checkpointed and replayed.
+
+        ``name`` (default ``fn``'s ``module.qualname``) is an id (``InvalidIdError``)."""
         self._turn.check_halt()
-        step_name = name or _fn_name(fn)
+        step_name = check_id(name or _fn_name(fn), "step name", EVENT_NAME)
         recorded = self._replay.take("step", step_name)
         if recorded is not None:
             if recorded.error is not None:
@@ -221,6 +232,7 @@ class Context:
     ) -> Event:
         """Shared wait protocol: returns the final event (replayed or recorded now)."""
         self._turn.check_halt()
+        key = key[: id_limit(EVENT_NAME)]  # as stored: a long name replays against it
         seconds = as_seconds(timeout, "timeout")
         event = self._replay.peek()
         deadline: datetime | None = None
@@ -268,6 +280,7 @@ class Context:
 
     def wait_for_signal(self, name: str, timeout: float | timedelta | None = None) -> Any:
         """The oldest buffered, unconsumed signal ``name``, consumed exactly once."""
+        check_id(name, "signal name", SIGNAL_NAME)
         final = self._wait(
             f"signal:{name}",
             "signal",
@@ -292,6 +305,7 @@ class Context:
         at delivery). Applied updates are history events, re-applied in order
         on replay, so the state handlers build is rebuilt deterministically.
         """
+        check_id(name, "update name", UPDATE_NAME)
 
         def register(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
             self._replay.update_handlers[name] = UpdateHandler(fn, validator)
@@ -301,6 +315,7 @@ class Context:
 
     def on_query(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a read-only query handler ``fn(*args)``, answered from any process."""
+        check_id(name, "query name", UPDATE_NAME)
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self._replay.query_handlers[name] = fn
@@ -315,6 +330,7 @@ class Context:
     def wait_for_update(self, name: str, timeout: float | timedelta | None = None) -> Update:
         """The oldest pending update ``name`` that no handler takes; answer it with
         ``update.respond(value)``."""
+        check_id(name, "update name", UPDATE_NAME)
 
         def poll(pending: list[Event], seq: int) -> Event | None:
             if name in self._replay.update_handlers:
@@ -392,16 +408,26 @@ class Context:
         Its id (``handle.id``) is ``workflow_id`` or ``"<this run's id>/child-<seq>"``,
         ``seq`` the position of its event in this run's history (docs/workflows.md).
         Arguments the child cannot take raise ``WorkflowArgumentsError``, nothing recorded.
+        An id too long (also a derived one) or else invalid raises ``InvalidIdError``.
         """
         self._turn.check_halt()
         definition = resolve(workflow)
         definition.check_arguments(args, kwargs)  # on replay too: it never takes a seq
+        # Before history is read, so a replay raises where the first execution did
+        # (the next seq is ``pos`` on replay, as it was ``next_seq`` live).
+        if workflow_id is not None:
+            check_id(workflow_id, "child workflow_id", CHILD_ID)
+        else:
+            seq = self._replay.pos + len(self._replay.buffer)
+            derived = "child workflow_id (derived from this run's id; pass a shorter one)"
+            check_id(f"{self.workflow_id}/child-{seq}", derived, CHILD_ID)
         recorded = self._replay.take("child_start", definition.name)
         if recorded is not None:
             if recorded.error is not None:
                 raise WorkflowAlreadyExistsError(recorded.result or "")
             return ChildHandle(recorded.result, self._wait_child)
         child_id = workflow_id or f"{self.workflow_id}/child-{self._replay.next_seq}"
+        check_id(child_id, "child workflow_id", CHILD_ID)
         event = self._replay.new("child_start", definition.name, child_id)
         created = self._turn.start_child(
             self._replay.pending(), event, definition, child_id, args, kwargs

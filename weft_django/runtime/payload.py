@@ -8,16 +8,19 @@ what a replay will see. No pickle anywhere.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import traceback
-from datetime import datetime
+import unicodedata
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.apps import apps
 from django.core.serializers.json import DjangoJSONEncoder
 
 from ..conf import get_settings
-from ..exceptions import PayloadError
+from ..exceptions import InvalidIdError, PayloadError
 from ..stored_json import MAX_PAYLOAD_DEPTH, UndecodableJSON
 
 
@@ -162,24 +165,80 @@ def check_decoded(value: Any, what: str) -> Any:
     return value
 
 
-MAX_ID_LENGTH = 255
+#: The columns an id or a name is stored in, as ``(model, field)`` of
+#: weft_django's models: its limit is the smallest ``max_length`` among them (the
+#: models are the one source of truth, read when checking: this module is
+#: imported before Django's app registry is ready).
+Columns = tuple[tuple[str, str], ...]
+
+RUN_ID: Columns = (("WorkflowRun", "id"), ("WorkflowRun", "parent_id"), ("Claim", "workflow_id"))
+#: A child's id is also the name of its ``child_result`` event in the parent.
+CHILD_ID: Columns = (*RUN_ID, ("WorkflowEvent", "name"))
+EVENT_NAME: Columns = (("WorkflowEvent", "name"),)
+SIGNAL_NAME: Columns = (("WorkflowSignal", "name"), ("WorkflowEvent", "name"))
+SIGNAL_ID: Columns = (("WorkflowSignal", "signal_id"),)
+UPDATE_NAME: Columns = (("UpdateRequest", "name"), ("WorkflowEvent", "name"))
+UPDATE_ID: Columns = (("UpdateRequest", "update_id"), ("WorkflowEvent", "name"))
+
+#: Unicode categories of characters that show nothing: separators (Z*: spaces,
+#: line and paragraph separators), controls (Cc) and format characters (Cf:
+#: zero-width space, joiners, direction marks, ...).
+_INVISIBLE = ("Zs", "Zl", "Zp", "Cc", "Cf")
 
 
-def check_id(value: Any, what: str = "workflow_id") -> str:
-    """An id or a name stored in a 255-character column: a string with a visible
-    character, no NUL, at most 255 characters."""
+@functools.cache
+def id_limit(columns: Columns = RUN_ID) -> int:
+    """The longest id or name ``columns`` can all hold, in characters."""
+    return min(
+        int(getattr(apps.get_model("weft_django", model)._meta.get_field(name), "max_length", 0))
+        for model, name in columns
+    )
+
+
+def check_id(value: Any, what: str = "workflow_id", columns: Columns = RUN_ID) -> str:
+    """An id or a name, checked against the columns it is stored in.
+
+    A string of 1 to ``id_limit(columns)`` characters (255 for every column
+    today: PostgreSQL and MariaDB count characters, and so does this check on
+    every database), with no NUL, no unpaired UTF-16 surrogate (it must encode
+    as UTF-8), and at least one visible character (not only whitespace,
+    control or format characters such as a zero-width space). Otherwise
+    :class:`~weft_django.exceptions.InvalidIdError` (a ``ValueError``) naming
+    ``what``, before anything is stored.
+    """
+    limit = id_limit(columns)
     if not isinstance(value, str):
-        raise ValueError(f"{what} must be a string, not {type(value).__name__}")
-    if not value.strip() or "\x00" in value or len(value) > MAX_ID_LENGTH:
-        raise ValueError(
-            f"{what} must be a non-blank string without NUL characters, of at most "
-            f"{MAX_ID_LENGTH} characters; got {value[:40]!r}"
+        raise InvalidIdError(what, value, f"must be a string, not {type(value).__name__}", limit)
+    if not value:
+        raise InvalidIdError(what, value, "must not be empty", limit)
+    if len(value) > limit:
+        raise InvalidIdError(
+            what, value, f"is {len(value)} characters long, over the limit of {limit}", limit
+        )
+    if "\x00" in value:
+        raise InvalidIdError(what, value, "must not hold a NUL character", limit)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        reason = "must not hold an unpaired UTF-16 surrogate (it is not valid Unicode)"
+        raise InvalidIdError(what, value, reason, limit) from None
+    if all(unicodedata.category(char) in _INVISIBLE for char in value):
+        raise InvalidIdError(
+            what,
+            value,
+            "must hold a visible character (it has only whitespace, control or format characters)",
+            limit,
         )
     return value
 
 
-def check_start_at(value: Any) -> datetime | None:
-    """A run's start time: None, or a timezone-aware datetime."""
+def check_start_at(value: Any, timeout: float | None = None) -> datetime | None:
+    """A run's start time: None, or a timezone-aware datetime.
+
+    It must be representable in UTC, and with the workflow's execution
+    ``timeout`` (seconds) the deadline ``start_at + timeout`` too, else
+    ``ValueError`` naming ``start_at`` (before anything is stored).
+    """
     if value is None:
         return None
     if not isinstance(value, datetime):
@@ -189,4 +248,20 @@ def check_start_at(value: Any) -> datetime | None:
             f"start_at must be timezone-aware (e.g. django.utils.timezone.now() + ...), "
             f"got the naive datetime {value.isoformat()}"
         )
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"start_at {value.isoformat()} is out of range: its UTC time is outside the "
+            "years 1 to 9999"
+        ) from None
+    if timeout is not None:
+        try:
+            (value + timedelta(seconds=timeout)).astimezone(UTC)
+        except OverflowError:
+            raise ValueError(
+                f"start_at {value.isoformat()} is out of range for the workflow's execution "
+                f"timeout of {timeout:g} s: the deadline start_at + timeout is past "
+                f"{datetime.max.isoformat()}"
+            ) from None
     return value
