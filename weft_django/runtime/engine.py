@@ -23,7 +23,7 @@ from ..exceptions import PayloadError
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import metrics
 from ..ownership.clock import NOW_SQL, Clock, SteadyClock, db_now
-from ..ownership.engines import mark_disposing, mark_stopped, new_engine_id
+from ..ownership.engines import engine_id_or_new, mark_disposing, mark_stopped
 from ..ownership.modes import ownership_for
 from ..ownership.results import Acquired, ClaimResult, LostRace
 from . import registry
@@ -97,7 +97,7 @@ class WorkflowEngine:
         self.settings = settings or get_settings()
         self.kind = kind
         self.using = db_for(using)
-        self.engine_id = engine_id or new_engine_id()
+        self.engine_id = engine_id_or_new(engine_id)
         self._clock = clock
         self.time_offset = timedelta(0)
         self.ownership = ownership_for(self.engine_id, self.settings, using=self.using, clock=clock)
