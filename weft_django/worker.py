@@ -36,11 +36,9 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
-from prometheus_client import start_http_server
 
 from .conf import WeftSettings, get_settings
 from .models import EngineKind, db_for
-from .ownership import metrics
 from .ownership.outcomes import Outcome, PassResult
 from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
 from .prune_worker import prune_loop
@@ -50,6 +48,7 @@ from .runtime.passes import EnginePasses
 from .shutdown import HALT_WAIT, Drained, drain, on_stop_signals, release_and_stop
 from .supervision import RenewalWatch, Supervisor, safely
 from .worker_logs import TurnCounts, log_status
+from .worker_metrics import DEFAULT_METRICS_ADDR, metrics_address, serve_metrics
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -63,6 +62,7 @@ class Worker:
         concurrency: int = 4,
         once: bool = False,
         metrics_port: int | None = None,
+        metrics_addr: str = DEFAULT_METRICS_ADDR,
         install_signal_handlers: bool = True,
         shutdown_grace: float = 30.0,
         status_interval: float = 60.0,
@@ -79,6 +79,8 @@ class Worker:
         self.concurrency = concurrency
         self.once = once
         self.metrics_port = metrics_port
+        self.metrics_addr = metrics_address(metrics_addr)
+        self.metrics_server: Any = None  # once started (metrics_port set)
         self.install_signal_handlers = install_signal_handlers
         self.shutdown_grace = shutdown_grace
         self.status_interval = status_interval
@@ -171,8 +173,7 @@ class Worker:
             self.using, self.settings.idle_in_transaction_timeout
         )
         if self.metrics_port is not None:
-            start_http_server(self.metrics_port, registry=metrics.REGISTRY)
-            logger.info("metrics on :%d/metrics", self.metrics_port)
+            self.metrics_server = serve_metrics(self.metrics_addr, self.metrics_port)
         for index in range(self.concurrency):
             self._spawn(f"weft-turn-{index}", self.pool.serve)
         # One more thread for wake-ups only (signals, updates, timers, children):
