@@ -211,10 +211,16 @@ class Scratch:
                 Path(f"{path}{extra}").unlink(missing_ok=True)
 
 
+#: DEBUG off is production for the example settings, which then want a key of
+#: their own (a benchmark signs nothing that outlives it).
+BENCH_SECRET_KEY = "weft-bench-not-a-deployment-key"
+
+
 def worker_env(url: str, **overrides: str) -> dict[str, str]:
     """The integration tests' worker environment, with DEBUG off (as in production:
     DEBUG=True makes Django keep every query in memory and costs CPU per query)."""
-    return _it_worker_env(url, **{"DJANGO_DEBUG": "false", **overrides})
+    defaults = {"DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": BENCH_SECRET_KEY}
+    return _it_worker_env(url, **{**defaults, **overrides})
 
 
 def setup_django(url: str, **env: str) -> None:

@@ -253,6 +253,8 @@ def main() -> None:
     os.environ["DATABASE_URL"] = admin_url(args.dbname)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     os.environ["DJANGO_DEBUG"] = "false"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "weft-bench-not-a-deployment-key")
+    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "false"  # the test client speaks plain HTTP
     sys.path.insert(0, str(REPO))
     import django
 

@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# DEBUG off (as the benchmarks run) is production for the example settings, which
+# then want a secret key of their own.
+BENCH_SECRET_KEY = "weft-bench-not-a-deployment-key"
 DEFAULT_SIZES = "10,1000,10000,100000"
 
 
@@ -60,6 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def measure(sizes: list[int], passes: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)  # DEBUG off wants one
     import django
 
     django.setup()
@@ -153,6 +157,7 @@ def run_child(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
         "DATABASE_URL": database_url,
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
         "DJANGO_DEBUG": "false",
+        "DJANGO_SECRET_KEY": BENCH_SECRET_KEY,
         "WEFT_LOG_LEVEL": "ERROR",
         "WEFT_OWNERSHIP": "workflow-lease",
     }

@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# DEBUG off (as the benchmarks run) is production for the example settings, which
+# then want a secret key of their own.
+BENCH_SECRET_KEY = "weft-bench-not-a-deployment-key"
 PG_DB = "weft_bench_steps"
 
 
@@ -134,6 +137,7 @@ def _measure(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="example_project.settings",
         DJANGO_DEBUG="false",  # DEBUG would also keep every query in memory
+        DJANGO_SECRET_KEY=BENCH_SECRET_KEY,  # which DEBUG off wants
         WEFT_LOG_LEVEL="WARNING",
     )
     command = [

@@ -53,6 +53,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# DEBUG off (as the benchmarks run) is production for the example settings, which
+# then want a secret key of their own.
+BENCH_SECRET_KEY = "weft-bench-not-a-deployment-key"
 PG_DB = "weft_bench_updates"
 DEFAULT_TIMINGS = {
     "WEFT_CLAIM_TTL": "30",
@@ -77,6 +80,7 @@ def _child(
     sys.path.insert(0, str(ROOT))
     os.environ["DJANGO_SETTINGS_MODULE"] = "example_project.settings"
     os.environ["DATABASE_URL"] = db_url
+    os.environ.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)  # in case DEBUG is off
     os.environ["WEFT_NOTIFY"] = "true" if notify else "false"
     for key, value in DEFAULT_TIMINGS.items():
         os.environ[key] = value

@@ -8,6 +8,16 @@ project), ``WEFT_OWNERSHIP``, ``WEFT_CLAIM_TTL``, ``WEFT_CLAIM_RENEW_INTERVAL``,
 ``CELERY_RESULT_BACKEND``, ``CELERY_TASK_DEFAULT_QUEUE`` and the beat intervals
 ``WEFT_BEAT_SIGNAL_EVERY`` / ``WEFT_BEAT_UPDATE_EVERY`` (seconds; 0 leaves a pass
 out of the schedule).
+
+``DJANGO_DEBUG`` (default true: the demo and the tests) turned off means
+production: ``DJANGO_SECRET_KEY`` must then be set (the demo's key is public;
+the settings refuse to load without one), ``DJANGO_ALLOWED_HOSTS`` names the
+site's hosts (default: localhost only), and the site is HTTPS only: secure
+cookies, HSTS, redirects to HTTPS, each adjustable for a TLS-terminating proxy
+(``DJANGO_SECURE_PROXY_SSL_HEADER``, ``DJANGO_SECURE_SSL_REDIRECT``,
+``DJANGO_SECURE_HSTS_SECONDS``, ``DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS``,
+``DJANGO_SECURE_HSTS_PRELOAD``, ``DJANGO_CSRF_TRUSTED_ORIGINS``). With them,
+``manage.py check --deploy`` passes (docs/deploying.md).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from pathlib import Path
 
 import django
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from weft_django.beat import beat_schedule
 
@@ -28,9 +39,41 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="weft-example-not-secret")
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
-ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["*"])
+DEMO_SECRET_KEY = "weft-example-not-secret"  # public: for DEBUG (the demo, the tests) only
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default=DEMO_SECRET_KEY if DEBUG else "")
+if not DEBUG and SECRET_KEY in ("", DEMO_SECRET_KEY):
+    raise ImproperlyConfigured(
+        "DJANGO_DEBUG is off (production) but DJANGO_SECRET_KEY is not set, or is the "
+        "demo's public key: set it to a long random value, e.g. the output of "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+    )
+ALLOWED_HOSTS = env.list(
+    "DJANGO_ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1", "[::1]"]
+)
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+if not DEBUG:
+    # HTTPS only. Behind a proxy that terminates TLS, tell Django which header
+    # says the request came in over HTTPS, e.g.
+    # DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https (and let the
+    # proxy set that header itself, never pass on the client's).
+    _proxy_header = env.list("DJANGO_SECURE_PROXY_SSL_HEADER", default=[])
+    if _proxy_header:
+        if len(_proxy_header) != 2:
+            raise ImproperlyConfigured(
+                "DJANGO_SECURE_PROXY_SSL_HEADER is a header and its HTTPS value, "
+                "e.g. HTTP_X_FORWARDED_PROTO,https"
+            )
+        SECURE_PROXY_SSL_HEADER = (_proxy_header[0], _proxy_header[1])
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # HSTS: an hour to start with; raise it (e.g. to 31536000) once the site is
+    # known to work over HTTPS only. The preload flag has no effect until the
+    # domain is submitted to the browsers' preload list.
+    SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -54,6 +97,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # X-Frame-Options: DENY, so no other site can frame the admin's one-click
+    # actions (clickjacking).
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "example_project.urls"

@@ -20,6 +20,11 @@ class WeftConfigurationError(WeftError, ImproperlyConfigured):
     """Invalid ``WEFT`` settings or an unusable database for the configured mode."""
 
 
+class MetricsServerError(WeftError, OSError):
+    """The worker could not serve its Prometheus metrics on the address and
+    port asked for (the port is taken, or the address is not this machine's)."""
+
+
 class WorkflowNotRegisteredError(WeftError, LookupError):
     """No workflow is registered under ``name`` in this process: raised by
     ``start`` and ``ctx.start_child`` (``weft.query`` reports it as ``QueryError``).

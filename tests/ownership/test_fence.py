@@ -234,3 +234,17 @@ def test_one_statement_insert_after_a_takeover_writes_nothing(make_registry, clo
         is False
     )
     assert not WorkflowEvent.objects.exists()
+
+
+@pytest.mark.parametrize("engine_id", ["", "engine-a"])
+def test_one_statement_insert_against_an_unheld_claim_writes_nothing(run, engine_id):
+    """No engine id holds an unheld claim, not even the empty one (on
+    PostgreSQL this is the grouped fenced write's statement)."""
+    from weft_django.models import Claim
+
+    Claim.objects.create(workflow_id="wf", epoch=1, holder=None)
+    written = fenced_insert(
+        "default", workflow_id="wf", engine_id=engine_id, epoch=1, rows=_rows("x", 1, 0)
+    )
+    assert written is False
+    assert not WorkflowEvent.objects.exists()

@@ -111,6 +111,22 @@ def test_checkpoints_and_parks_share_a_group(db: None) -> None:
     assert events == [("parks", 1), ("starts", 0), ("starts", 1), ("steps", 1)]
 
 
+@pytest.mark.postgres
+def test_an_empty_engine_id_holds_no_unheld_claim(db: None) -> None:
+    WorkflowRunFactory(id="unheld-park", running=True, claim=True)
+    WorkflowRunFactory(id="unheld-step", claim=True)
+    requests = [
+        _request("unheld-park", rows=[_event("unheld-park", 1, "")]),
+        _request("unheld-step", waiting_on_json=None, mark_running=True, rows=[]),
+    ]
+
+    assert fenced_write_many("default", engine_id="", requests=requests) == set()
+
+    statuses = dict(WorkflowRun.objects.values_list("pk", "status"))
+    assert statuses == {"unheld-park": "running", "unheld-step": "pending"}
+    assert not WorkflowEvent.objects.exists()
+
+
 class FakeWrites:
     """Stands in for the group statement: slow enough that parks pile up."""
 

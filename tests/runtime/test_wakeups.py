@@ -5,6 +5,7 @@ change watch) also wakes as it begins, so what was announced before is not lost.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,11 +36,13 @@ class Wakes:
 
     def __init__(self) -> None:
         self.count = 0
+        self.last_at = 0.0  # monotonic time of the last call
         self._changed = threading.Condition()
 
     def __call__(self) -> None:
         with self._changed:
             self.count += 1
+            self.last_at = time.monotonic()
             self._changed.notify_all()
 
     def reach(self, count: int, timeout: float = 10.0) -> bool:
@@ -182,3 +185,70 @@ def test_the_wake_source_is_the_database_s_own_and_none_with_notify_off(
     assert (source[0] if source else None) == expected
     weft_settings(NOTIFY=False)
     assert wakeups.wake_source("default", get_settings(), stop, lambda: None) is None
+
+
+def _notify_burst(count: int) -> tuple[float, float]:
+    """``count`` NOTIFYs, each its own transaction, from a connection other than
+    the listener's; returns when the burst began and ended (monotonic)."""
+    began = time.monotonic()
+    with connection.cursor() as cursor:
+        for n in range(count):
+            cursor.execute("SELECT pg_notify(%s, %s)", [wakeups.CHANNEL, f"flood-{n}"])
+    return began, time.monotonic()
+
+
+@pytest.mark.usefixtures("postgresql_notify")
+def test_a_flood_of_notifies_wakes_a_listener_at_most_once_per_gap(
+    running: Callable[..., Wakes],
+) -> None:
+    wakes = running(wakeups.listen)
+    assert wakes.reach(1)
+    time.sleep(wakeups.MIN_WAKE_GAP)
+    began, ended = _notify_burst(1000)
+    # The last notifications of the burst are not dropped: one wake-up for them
+    # comes at most a gap after the burst.
+    assert wakes.reach(2)
+    time.sleep(wakeups.MIN_WAKE_GAP * 4 + 0.25)
+    flood_wakes = wakes.count - 1
+    assert 1 <= flood_wakes <= (ended - began) / wakeups.MIN_WAKE_GAP + 2, (
+        f"{flood_wakes} wake-ups for 1,000 NOTIFYs in {ended - began:.3f}s"
+    )
+    assert wakes.last_at >= ended  # the burst's tail was delivered
+
+
+@pytest.mark.usefixtures("postgresql_notify")
+def test_a_notify_after_a_quiet_spell_wakes_a_listener_at_once(
+    running: Callable[..., Wakes],
+) -> None:
+    wakes = running(wakeups.listen)
+    assert wakes.reach(1)
+    time.sleep(0.3)  # quiet for longer than the gap
+    sent, _ = _notify_burst(1)
+    assert wakes.reach(2)
+    assert wakes.last_at - sent < wakeups.MIN_WAKE_GAP
+
+
+@pytest.mark.usefixtures("postgresql_notify")
+def test_a_flood_of_notifies_costs_a_worker_at_most_one_look_per_gap(
+    start_worker: Callable[..., Any], weft_settings: Callable[..., None]
+) -> None:
+    """Any role that can connect may ``NOTIFY weft_wake``: 1,000 of them make
+    an idle worker tick (look for due and new runs) a few times, not 1,000."""
+    weft_settings(TICK_INTERVAL=1.0)  # the wake-ups' looks, not the tick's own
+    worker = start_worker().worker
+    ticks: list[float] = []
+    tick = worker._tick
+
+    def counted(**kwargs: Any) -> int:
+        ticks.append(time.monotonic())
+        return tick(**kwargs)
+
+    worker._tick = counted
+    time.sleep(0.2)  # the listener's own catch-up wake-up is over
+    began, ended = _notify_burst(1000)
+    time.sleep(0.2)
+    looks = len([at for at in ticks if at >= began])
+    # One per gap while the flood lasts, one for its tail, one for the tick.
+    assert looks <= (time.monotonic() - began) / wakeups.MIN_WAKE_GAP + 2, (
+        f"{looks} ticks for 1,000 NOTIFYs in {ended - began:.3f}s"
+    )

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .claims.revoke import revoke_statement
     from .clock import NOW_SQL, Clock, DbNow, SteadyClock, as_aware, db_now, seconds
     from .gates import read_marker
-    from .leases.engines import mark_disposing, mark_stopped, new_engine_id, record_passes
+    from .leases.engines import engine_id_or_new, mark_disposing, mark_stopped, record_passes
     from .leases.state import LeaseState, lease_state_expression, live_engines
     from .locks import (
         MYSQL_LOCK_WAIT_TIMEOUT,
@@ -69,7 +69,7 @@ _FACE = {
     "live_engines": "leases.state",
     "mark_disposing": "leases.engines",
     "mark_stopped": "leases.engines",
-    "new_engine_id": "leases.engines",
+    "engine_id_or_new": "leases.engines",
     "record_passes": "leases.engines",
     # Lock waits
     "MYSQL_LOCK_WAIT_TIMEOUT": "locks",
@@ -115,7 +115,7 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "live_engines",
     "mark_disposing",
     "mark_stopped",
-    "new_engine_id",
+    "engine_id_or_new",
     "record_passes",
     "MYSQL_LOCK_WAIT_TIMEOUT",
     "OPERATOR_LOCK_WAIT",

@@ -29,10 +29,10 @@ from ..ownership import (
     LostRace,
     SteadyClock,
     db_now,
+    engine_id_or_new,
     mark_disposing,
     mark_stopped,
     metrics,
-    new_engine_id,
     ownership_for,
 )
 from . import registry
@@ -106,7 +106,7 @@ class WorkflowEngine:
         self.settings = settings or get_settings()
         self.kind = kind
         self.using = db_for(using)
-        self.engine_id = engine_id or new_engine_id()
+        self.engine_id = engine_id_or_new(engine_id)
         self._clock = clock
         self.time_offset = timedelta(0)
         self.ownership = ownership_for(self.engine_id, self.settings, using=self.using, clock=clock)

@@ -11,7 +11,11 @@ shorten that:
 * receiving: :func:`listen` (PostgreSQL ``LISTEN``, on a connection of its
   own) and :func:`watch_sqlite` (SQLite has no NOTIFY: it watches
   ``PRAGMA data_version``, which changes whenever another connection, in any
-  process, commits to the database file) call ``on_wake()`` for every change.
+  process, commits to the database file) call ``on_wake()`` for a change, at
+  most once per :data:`MIN_WAKE_GAP`: a flood of notifications or commits
+  (any role that can connect may ``NOTIFY weft_wake``) costs a worker at most
+  one look per gap; the first after a quiet spell wakes it at once, and one
+  arriving inside the gap is delivered as the gap ends, never dropped.
 
 ``WEFT["NOTIFY"] = False`` turns all of it off.
 """
@@ -36,6 +40,9 @@ from ..ownership import db_now
 logger = logging.getLogger("weft_django.worker")
 
 CHANNEL = "weft_wake"
+#: Seconds between two wake-ups of one listener or change watch, however many
+#: notifications or commits arrive in between (docs/operations.md, "Wake-ups").
+MIN_WAKE_GAP = 0.025
 LISTEN_CONNECTION_DEFAULTS = {
     "connect_timeout": 5,
     "keepalives": 1,
@@ -120,8 +127,16 @@ def hint(run_ids: list[str], *, using: str | None = None) -> int:
     return hinted
 
 
-def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> None:
-    """PostgreSQL: ``on_wake()`` per notification; a stop is seen within 0.25 s.
+def listen(
+    using: str,
+    stop: threading.Event,
+    on_wake: Callable[[], None],
+    *,
+    min_gap: float = MIN_WAKE_GAP,
+) -> None:
+    """PostgreSQL: ``on_wake()`` for notifications, at most once per ``min_gap``
+    seconds (the first after a quiet spell at once, the others of a burst
+    together as the gap ends); a stop is seen within 0.25 s.
 
     Also one ``on_wake()`` as soon as each ``LISTEN`` is in place (the first and
     every reconnect): a notification sent while nobody listened (before the
@@ -144,8 +159,16 @@ def listen(using: str, stop: threading.Event, on_wake: Callable[[], None]) -> No
             with psycopg.connect(**params) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
                 on_wake()  # catch up with what was announced before this LISTEN
+                signalled, pending = time.monotonic(), False
                 while not stop.is_set():
-                    for _note in conn.notifies(timeout=0.25):
+                    # While a wake-up is pending, wait no longer than its gap.
+                    wait = max(signalled + min_gap - time.monotonic(), 0.0) if pending else 0.25
+                    for _note in conn.notifies(timeout=wait):
+                        pending = True
+                        if time.monotonic() - signalled >= min_gap:
+                            break
+                    if pending and time.monotonic() - signalled >= min_gap:
+                        signalled, pending = time.monotonic(), False
                         on_wake()
         except Exception as exc:
             logger.warning("LISTEN connection failed (%s); retrying", exc)
@@ -180,7 +203,7 @@ def watch_sqlite(
     on_wake: Callable[[], None],
     *,
     poll: float = 0.01,
-    min_gap: float = 0.025,
+    min_gap: float = MIN_WAKE_GAP,
 ) -> None:
     """SQLite: one trivial read every ``poll`` seconds on a connection of its own;
     ``on_wake()`` at most once per ``min_gap`` seconds, and once as each watch

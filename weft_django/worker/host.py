@@ -36,15 +36,15 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
-from prometheus_client import start_http_server
 
 from ..conf import WeftSettings, get_settings
 from ..models import EngineKind, db_for
-from ..ownership import Outcome, PassResult, metrics
+from ..ownership import Outcome, PassResult
 from ..runtime import registry, wakeups
 from ..runtime.engine import TurnOutcome, WorkflowEngine
 from ..runtime.passes.renewal import EnginePasses
 from .logs import TurnCounts, log_status
+from .metrics import DEFAULT_METRICS_ADDR, metrics_address, serve_metrics
 from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
 from .prune_thread import prune_loop
 from .shutdown import HALT_WAIT, Drained, drain, on_stop_signals, release_and_stop
@@ -62,6 +62,7 @@ class Worker:
         concurrency: int = 4,
         once: bool = False,
         metrics_port: int | None = None,
+        metrics_addr: str = DEFAULT_METRICS_ADDR,
         install_signal_handlers: bool = True,
         shutdown_grace: float = 30.0,
         status_interval: float = 60.0,
@@ -78,6 +79,8 @@ class Worker:
         self.concurrency = concurrency
         self.once = once
         self.metrics_port = metrics_port
+        self.metrics_addr = metrics_address(metrics_addr)
+        self.metrics_server: Any = None  # once started (metrics_port set)
         self.install_signal_handlers = install_signal_handlers
         self.shutdown_grace = shutdown_grace
         self.status_interval = status_interval
@@ -170,8 +173,7 @@ class Worker:
             self.using, self.settings.idle_in_transaction_timeout
         )
         if self.metrics_port is not None:
-            start_http_server(self.metrics_port, registry=metrics.REGISTRY)
-            logger.info("metrics on :%d/metrics", self.metrics_port)
+            self.metrics_server = serve_metrics(self.metrics_addr, self.metrics_port)
         for index in range(self.concurrency):
             self._spawn(f"weft-turn-{index}", self.pool.serve)
         # One more thread for wake-ups only (signals, updates, timers, children):

@@ -12,6 +12,7 @@ from ...conf import get_settings
 from ...exceptions import WeftConfigurationError, WeftError
 from ...worker.host import Worker
 from ...worker.logs import ensure_handler
+from ...worker.metrics import DEFAULT_METRICS_ADDR
 
 
 class Command(BaseCommand):
@@ -30,6 +31,13 @@ class Command(BaseCommand):
             help="run until no work is left, then exit 0",
         )
         parser.add_argument("--metrics-port", type=int, default=None, help="serve /metrics")
+        parser.add_argument(
+            "--metrics-addr",
+            default=DEFAULT_METRICS_ADDR,
+            metavar="ADDR",
+            help=f"the address --metrics-port listens on (default: {DEFAULT_METRICS_ADDR}, "
+            "this machine only; 0.0.0.0 or :: for a scraper on another host)",
+        )
         parser.add_argument(
             "--log-level",
             default=None,
@@ -87,6 +95,7 @@ class Command(BaseCommand):
                 concurrency=options["concurrency"],
                 once=options["once"],
                 metrics_port=options["metrics_port"],
+                metrics_addr=options["metrics_addr"],
                 shutdown_grace=options["shutdown_grace"],
                 status_interval=options["status_interval"],
             )

@@ -19,6 +19,17 @@ def new_engine_id() -> str:
     return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def engine_id_or_new(engine_id: str | None) -> str:
+    """``engine_id``, or a fresh one when None. An empty (or blank) id is
+    refused with a ValueError: claim holders are compared by id, and no engine
+    may share an id with another, nor with "no holder"."""
+    if engine_id is None:
+        return new_engine_id()
+    if not isinstance(engine_id, str) or not engine_id.strip():
+        raise ValueError(f"an engine id must be a non-blank string, not {engine_id!r}")
+    return engine_id
+
+
 def register_engine(
     settings: WeftSettings,
     *,
@@ -34,7 +45,7 @@ def register_engine(
     timing = timing or settings.claim_timing
     now = now or db_now(using)
     return Engine.objects.using(using).create(
-        id=engine_id or new_engine_id(),
+        id=engine_id_or_new(engine_id),
         hostname=socket.gethostname()[:255],
         pid=os.getpid(),
         kind=kind,

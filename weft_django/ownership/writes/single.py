@@ -311,12 +311,14 @@ def write_many_statement(
     parts = [
         "WITH v (workflow_id, epoch, park, waiting_on, wake_at, hint_seen, running, stamp) AS "
         f"(VALUES {', '.join(values)})",
-        # COALESCE keeps the holder index out of the plan: a prepared
+        # An expression keeps the holder index out of the plan: a prepared
         # statement's generic plan, made without the values, must find each
-        # claim by its run's id, never walk every claim the engine holds.
+        # claim by its run's id, never walk every claim the engine holds. The
+        # concatenation is NULL for an unheld claim, which equals no engine id
+        # (not even ''; COALESCE(holder_id, '') would).
         f"fence AS (SELECT c.workflow_id FROM {claim_table} c JOIN v "
         "ON v.workflow_id = c.workflow_id AND v.epoch = c.epoch "
-        "WHERE COALESCE(c.holder_id, '') = %s ORDER BY c.workflow_id FOR SHARE OF c)",
+        "WHERE (c.holder_id || '') = %s ORDER BY c.workflow_id FOR SHARE OF c)",
     ]
     params.append(engine_id)
     rows = [row for request in requests for row in request.rows]
