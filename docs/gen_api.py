@@ -31,9 +31,10 @@ SECTIONS: list[tuple[str, str, list[str] | None]] = [
         "api/runs.py",
         [
             "start", "get_handle", "signal", "cancel", "suspend", "resume", "purge",
-            "result", "describe", "WorkflowDescription", "WorkflowHandle",
+            "WorkflowHandle",
         ],
     ),
+    ("Reading runs", "api/reads.py", ["result", "describe", "WorkflowDescription"]),
     ("Updates and queries", "api/updates.py", ["update", "query"]),
     ("Testing", "testing.py", ["WorkflowDriver"]),
     ("Django's Tasks API backend", "backends.py", ["WeftTaskBackend", "TaskNotAllowedError"]),

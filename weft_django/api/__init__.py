@@ -4,8 +4,9 @@ Every verb that starts, steers or reads a run is here (``weft.start`` and the
 rest are these functions):
 
 - :mod:`.runs`: ``start``, ``get_handle``, ``signal``, ``cancel``,
-  ``suspend``, ``resume``, ``purge``, ``result``, ``describe``, and the
-  ``WorkflowHandle`` / ``WorkflowDescription`` they return;
+  ``suspend``, ``resume``, ``purge``, and the ``WorkflowHandle`` that
+  ``start`` and ``get_handle`` return;
+- :mod:`.reads`: ``result`` and ``describe`` (a ``WorkflowDescription``);
 - :mod:`.updates`: ``update`` and ``query``, the request/response verbs.
 
 The operator verbs (cancel, suspend, resume, purge, signal) share one audited
@@ -13,19 +14,8 @@ code path with the admin and ``manage.py weft_operate``
 (:mod:`weft_django.operations`).
 """
 
-from .runs import (
-    WorkflowDescription,
-    WorkflowHandle,
-    cancel,
-    describe,
-    get_handle,
-    purge,
-    result,
-    resume,
-    signal,
-    start,
-    suspend,
-)
+from .reads import WorkflowDescription, describe, result
+from .runs import WorkflowHandle, cancel, get_handle, purge, resume, signal, start, suspend
 from .updates import query, update
 
 __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
