@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .clock import NOW_SQL, Clock, DbNow, SteadyClock, as_aware, db_now, seconds
     from .gates import read_marker
     from .leases.engines import mark_disposing, mark_stopped, new_engine_id, record_passes
+    from .leases.singleton import LeaseRow, SingletonLease
     from .leases.state import LeaseState, lease_state_expression, live_engines
     from .locks import (
         MYSQL_LOCK_WAIT_TIMEOUT,
@@ -71,6 +72,8 @@ _FACE = {
     "mark_stopped": "leases.engines",
     "new_engine_id": "leases.engines",
     "record_passes": "leases.engines",
+    "LeaseRow": "leases.singleton",
+    "SingletonLease": "leases.singleton",
     # Lock waits
     "MYSQL_LOCK_WAIT_TIMEOUT": "locks",
     "OPERATOR_LOCK_WAIT": "locks",
@@ -117,6 +120,8 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "mark_stopped",
     "new_engine_id",
     "record_passes",
+    "LeaseRow",
+    "SingletonLease",
     "MYSQL_LOCK_WAIT_TIMEOUT",
     "OPERATOR_LOCK_WAIT",
     "PASS_LOCK_WAIT",

@@ -170,9 +170,5 @@ class GlobalLeaseOwnership(Ownership):
         its holder is live, none otherwise. A short-lived engine never takes the
         lease (it could not renew it), so :meth:`take_stranded` is the default:
         it leaves a wake hint for the next lease holder."""
-        row = self.lease.read()
-        if row.holder_id is None or row.expires_at is None:
-            return {}
-        if self.timing.is_expired(row.expires_at, self.now()):
-            return {}
-        return dict.fromkeys(run_ids, row.holder_id)
+        holder = self.lease.live_holder()
+        return {} if holder is None else dict.fromkeys(run_ids, holder)
