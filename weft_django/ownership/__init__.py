@@ -40,7 +40,13 @@ if TYPE_CHECKING:
     )
     from .modes import Ownership, ownership_class, ownership_for
     from .passes.outcomes import Outcome, PassResult
-    from .passes.scans import expired_holders, held_woken, ownerless_active, pending_due
+    from .passes.scans import (
+        expired_holders,
+        held_woken,
+        ownerless_active,
+        pending_due,
+        pending_due_filter,
+    )
     from .passes.signal_poll import has_buffered_signal, signal_poll_pass, signal_stranded
     from .passes.update_poll import has_pending_update, update_poll_pass, update_stranded
 
@@ -87,6 +93,7 @@ _FACE = {
     "held_woken": "passes.scans",
     "ownerless_active": "passes.scans",
     "pending_due": "passes.scans",
+    "pending_due_filter": "passes.scans",
     "has_buffered_signal": "passes.signal_poll",
     "signal_poll_pass": "passes.signal_poll",
     "signal_stranded": "passes.signal_poll",
@@ -133,6 +140,7 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "held_woken",
     "ownerless_active",
     "pending_due",
+    "pending_due_filter",
     "has_buffered_signal",
     "signal_poll_pass",
     "signal_stranded",
