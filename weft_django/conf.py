@@ -26,9 +26,14 @@ from django.dispatch import receiver
 
 from .exceptions import WeftConfigurationError
 
-# The ownership modes, by name. What a mode does lives in its strategy class
-# (weft_django.ownership.modes), chosen once at boot; settings only validate the name.
-MODES = ("workflow-lease", "lease", "none")
+# The ownership modes: the one spelling of each name, the vocabulary of
+# WEFT["OWNERSHIP"]. What a mode does lives in its strategy class
+# (weft_django.ownership.modes), which takes its name from here and is chosen
+# once at boot; settings only validate the name (tests/test_mode_names.py).
+WORKFLOW_LEASE = "workflow-lease"
+GLOBAL_LEASE = "lease"
+NO_OWNERSHIP = "none"
+MODES = (WORKFLOW_LEASE, GLOBAL_LEASE, NO_OWNERSHIP)
 
 DURATION_KEYS = (
     "CLAIM_TTL",

@@ -21,7 +21,7 @@ from django.apps import apps
 from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..conf import MODES, WeftSettings, get_settings
+from ..conf import MODES, NO_OWNERSHIP, WeftSettings, get_settings
 from ..exceptions import (
     OwnershipMarkerCorruptError,
     OwnershipMarkerDeletedError,
@@ -51,7 +51,7 @@ def check_capability(mode: str, *, using: str = "default") -> None:
             f"Ownership mode {mode!r} needs a database with atomic conditional writes in "
             f"transactions, but {connection.vendor!r} (alias {using!r}) does not provide "
             f"them. Use PostgreSQL, MySQL/MariaDB with InnoDB, or SQLite, or set "
-            "WEFT['OWNERSHIP'] = 'none' for a single worker."
+            f"WEFT['OWNERSHIP'] = {NO_OWNERSHIP!r} for a single worker."
         )
     problems = mysql_problems(connection) if connection.vendor == "mysql" else []
     if problems:

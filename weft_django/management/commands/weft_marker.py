@@ -108,9 +108,10 @@ class Command(BaseCommand):
     def show(self, using: str) -> None:
         raw = _raw_marker(using)
         if raw is None:
+            marking = " or ".join(repr(m) for m in MODES if ownership_class(m).uses_marker)
             self.stdout.write(
                 "Ownership-mode marker: absent (the next engine to boot in mode "
-                "'lease' or 'workflow-lease' establishes it)."
+                f"{marking} establishes it)."
             )
         else:
             mode, established_at, established_by = raw

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from ...conf import Timing, WeftSettings
+from ...conf import GLOBAL_LEASE, Timing, WeftSettings
 from ...models import RunStatus
 from ..claims.intake import ready_window
 from ..claims.results import Acquired, ClaimResult, LostRace
@@ -30,7 +30,7 @@ logger = logging.getLogger("weft_django.ownership")
 
 
 class GlobalLeaseOwnership(Ownership):
-    name = "lease"
+    name = GLOBAL_LEASE
 
     def __init__(
         self,
