@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .claims.results import Acquired, ClaimResult, LostRace
     from .claims.revoke import revoke_statement
     from .clock import NOW_SQL, Clock, DbNow, SteadyClock, as_aware, db_now, seconds
-    from .gates import read_marker
+    from .gates import MarkerResetRefused, raw_marker, read_marker, reset_marker
     from .leases.engines import mark_disposing, mark_stopped, new_engine_id, record_passes
     from .leases.singleton import LeaseRow, SingletonLease
     from .leases.state import LeaseState, lease_state_expression, live_engines
@@ -52,11 +52,14 @@ if TYPE_CHECKING:
 
 # name -> the module (under this package) that defines it; "" for a submodule.
 _FACE = {
-    # Choosing the strategy of the configured mode
+    # Choosing the strategy of the configured mode; the ownership-mode marker
     "Ownership": "modes",
     "ownership_class": "modes",
     "ownership_for": "modes",
     "read_marker": "gates",
+    "raw_marker": "gates",
+    "reset_marker": "gates",
+    "MarkerResetRefused": "gates",
     # Claims and their results
     "Acquired": "claims.results",
     "ClaimResult": "claims.results",
@@ -109,6 +112,9 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "ownership_class",
     "ownership_for",
     "read_marker",
+    "raw_marker",
+    "reset_marker",
+    "MarkerResetRefused",
     "Acquired",
     "ClaimResult",
     "LostRace",
