@@ -106,3 +106,9 @@ def test_the_limits_are_distinct_rules() -> None:
     assert not hasattr(PassLimits, "MAX_BATCH")
     assert not hasattr(conf, "MAX_BATCH")
     assert MAX_ACTION_RUNS == 500
+
+
+def test_the_beat_schedule_documents_the_defaults() -> None:
+    doc = " ".join((beat.beat_schedule.__doc__ or "").split())
+    assert PASS_BATCH == PRUNE_BATCH  # the docstring gives one number for both
+    assert f"default to {PRUNE_BATCH} runs" in doc

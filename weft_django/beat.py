@@ -74,6 +74,8 @@ def beat_schedule(
     """Ready ``CELERY_BEAT_SCHEDULE`` entries for the store-wide signal and update
     poll passes (``None`` leaves a pass out), keyed by task name; with
     ``prune_every``, also the retention pass (docs/retention.md), off by default.
+    ``batch_size`` and ``prune_batch_size`` default to 500 runs
+    (``weft_django.conf.PASS_BATCH`` and ``PRUNE_BATCH``).
 
     Bad values raise :class:`~weft_django.exceptions.WeftConfigurationError`.
     """
