@@ -163,12 +163,12 @@ def test_any_failure_is_reported_per_run_and_the_batch_goes_on(
 
 
 def test_a_batch_over_the_limit_is_refused_with_nothing_changed(admin_client: Any) -> None:
-    from weft_django.admin.actions import MAX_BATCH
+    from weft_django.admin.actions import MAX_ACTION_RUNS
 
     WorkflowRun.objects.bulk_create(
         [
             WorkflowRun(id=f"many-{n:04d}", workflow_name="shop.x", status=RunStatus.WAITING)
-            for n in range(MAX_BATCH + 1)
+            for n in range(MAX_ACTION_RUNS + 1)
         ]
     )
     response = admin_client.post(
@@ -176,13 +176,13 @@ def test_a_batch_over_the_limit_is_refused_with_nothing_changed(admin_client: An
         {"action": "cancel_runs", "_selected_action": ["many-0000"], "select_across": "1"},
         follow=True,
     )
-    assert f"Select at most {MAX_BATCH} runs" in response.content.decode()
+    assert f"Select at most {MAX_ACTION_RUNS} runs" in response.content.decode()
     assert not WorkflowRun.objects.filter(status=RunStatus.CANCELLED).exists()
     # At the limit it goes through.
     WorkflowRun.objects.filter(pk="many-0000").delete()
     post = {"action": "suspend_runs", "_selected_action": ["many-0001"], "select_across": "1"}
     admin_client.post(URL, post)
-    assert WorkflowRun.objects.filter(status=RunStatus.SUSPENDED).count() == MAX_BATCH
+    assert WorkflowRun.objects.filter(status=RunStatus.SUSPENDED).count() == MAX_ACTION_RUNS
 
 
 def test_actions_need_the_operate_permission_granted_later(client: Any) -> None:

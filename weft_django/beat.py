@@ -19,7 +19,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .conf import PRUNE_MAX_BATCH, PassLimits, duration_seconds
+from .conf import (
+    PASS_BATCH,
+    PRUNE_BATCH,
+    PRUNE_MAX_BATCH,
+    PassLimits,
+    check_batch_size,
+    duration_seconds,
+)
 from .exceptions import WeftConfigurationError
 
 SIGNAL_POLL_TASK = "weft_django.signal_poll_pass"
@@ -60,13 +67,15 @@ def beat_schedule(
     *,
     signal_every: Interval | None = 30.0,
     update_every: Interval | None = 30.0,
-    batch_size: int = PassLimits.batch_size,
+    batch_size: int = PASS_BATCH,
     prune_every: Interval | None = None,
-    prune_batch_size: int = 500,
+    prune_batch_size: int = PRUNE_BATCH,
 ) -> dict[str, dict[str, Any]]:
     """Ready ``CELERY_BEAT_SCHEDULE`` entries for the store-wide signal and update
     poll passes (``None`` leaves a pass out), keyed by task name; with
     ``prune_every``, also the retention pass (docs/retention.md), off by default.
+    ``batch_size`` and ``prune_batch_size`` default to 500 runs
+    (``weft_django.conf.PASS_BATCH`` and ``PRUNE_BATCH``).
 
     Bad values raise :class:`~weft_django.exceptions.WeftConfigurationError`.
     """
@@ -77,15 +86,7 @@ def beat_schedule(
         if every is not None
     }
     if prune_every is not None:
-        if (
-            isinstance(prune_batch_size, bool)
-            or not isinstance(prune_batch_size, int)
-            or not 1 <= prune_batch_size <= PRUNE_MAX_BATCH
-        ):
-            raise WeftConfigurationError(
-                f"prune_batch_size must be an integer from 1 to {PRUNE_MAX_BATCH}, "
-                f"got {prune_batch_size!r}."
-            )
+        check_batch_size(prune_batch_size, "prune_batch_size", maximum=PRUNE_MAX_BATCH)
         schedule[PRUNE_TASK] = _pass_entry(PRUNE_TASK, prune_every, prune_batch_size)
     return schedule
 

@@ -26,9 +26,14 @@ from django.dispatch import receiver
 
 from .exceptions import WeftConfigurationError
 
-# The ownership modes, by name. What a mode does lives in its strategy class
-# (weft_django.ownership.modes), chosen once at boot; settings only validate the name.
-MODES = ("workflow-lease", "lease", "none")
+# The ownership modes: the one spelling of each name, the vocabulary of
+# WEFT["OWNERSHIP"]. What a mode does lives in its strategy class
+# (weft_django.ownership.modes), which takes its name from here and is chosen
+# once at boot; settings only validate the name (tests/test_mode_names.py).
+WORKFLOW_LEASE = "workflow-lease"
+GLOBAL_LEASE = "lease"
+NO_OWNERSHIP = "none"
+MODES = (WORKFLOW_LEASE, GLOBAL_LEASE, NO_OWNERSHIP)
 
 DURATION_KEYS = (
     "CLAIM_TTL",
@@ -141,8 +146,27 @@ MIN_SECONDS = {
     "LEASE_RENEW_INTERVAL": 0.1,
 }
 
+# Batch sizes: each limit has one name here, and check_batch_size checks them all.
+#: Runs per retention batch by default (``WEFT["RETENTION"]["BATCH_SIZE"]``, the
+#: ``prune_pass`` task and its beat entry, ``manage.py weft_prune``).
+PRUNE_BATCH = 500
 #: The largest retention batch (one transaction each, which must stay short).
 PRUNE_MAX_BATCH = 10_000
+#: Runs per store-wide pass (a Celery beat task) by default.
+PASS_BATCH = 500
+#: The largest batch one store-wide pass may select.
+PASS_MAX_BATCH = 100_000
+
+
+def check_batch_size(value: Any, what: str, *, maximum: int) -> int:
+    """``value`` as a batch size from 1 to ``maximum``; :class:`WeftConfigurationError`
+    (naming ``what``) otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WeftConfigurationError(f"{what} must be an integer, got {value!r}.")
+    if not 1 <= value <= maximum:
+        raise WeftConfigurationError(f"{what} must be from 1 to {maximum}, got {value}.")
+    return value
+
 
 # Larger payloads belong in your own tables (or object storage), not in run history.
 MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
@@ -326,23 +350,13 @@ class PassLimits:
     """How much one store-wide pass (a Celery beat task) may do: at most
     ``batch_size`` runs, and no new run once ``time_budget`` seconds have passed."""
 
-    batch_size: int = 500
+    batch_size: int = PASS_BATCH
     time_budget: float = 15.0
 
-    #: The largest batch one pass may select.
-    MAX_BATCH = 100_000
-
     @classmethod
-    def of(cls, batch_size: Any = 500, time_budget: Any = 15.0) -> PassLimits:
+    def of(cls, batch_size: Any = PASS_BATCH, time_budget: Any = 15.0) -> PassLimits:
         """Validated limits; :class:`WeftConfigurationError` for bad values."""
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or not 1 <= batch_size <= cls.MAX_BATCH
-        ):
-            raise WeftConfigurationError(
-                f"batch_size must be an integer from 1 to {cls.MAX_BATCH}, got {batch_size!r}."
-            )
+        check_batch_size(batch_size, "batch_size", maximum=PASS_MAX_BATCH)
         budget = duration_seconds(time_budget)
         if budget is None or budget <= 0:
             raise WeftConfigurationError(

@@ -27,7 +27,7 @@ except ImportError as exc:
 
 from django.utils import timezone
 
-from .conf import PassLimits
+from .conf import PRUNE_BATCH, PassLimits
 from .models import PassKind
 from .retention.pruner import Pruner
 from .runtime.passes.store import SIGNAL_POLL, UPDATE_POLL, StoreScan, run_store_pass
@@ -73,7 +73,7 @@ def update_poll_pass(
 
 @shared_task(name="weft_django.prune_pass", serializer="json")
 def prune_pass(
-    batch_size: int = DEFAULT_BATCH, time_budget: float = DEFAULT_BUDGET, dry_run: bool = False
+    batch_size: int = PRUNE_BATCH, time_budget: float = DEFAULT_BUDGET, dry_run: bool = False
 ) -> dict[str, Any]:
     """Delete finished runs and stopped engines past ``WEFT["RETENTION"]``, in batches
     of ``batch_size`` runs, starting no new batch after ``time_budget`` seconds."""

@@ -25,8 +25,15 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q
 
-from .models import Claim, EngineKind, RunStatus, WorkflowRun, db_for
-from .ownership import Acquired, expired_holders, held_woken, ownerless_active, pending_due
+from .models import Claim, EngineKind, WorkflowRun, db_for
+from .ownership import (
+    Acquired,
+    expired_holders,
+    held_woken,
+    ownerless_active,
+    pending_due,
+    pending_due_filter,
+)
 from .runtime.engine import PROGRESS, WorkflowEngine
 
 
@@ -62,7 +69,7 @@ class WorkflowDriver:
         engine = self.engine
         woken = held_woken(engine.engine_id, now, limit=limit, using=engine.using)
         mine = Exists(Claim.objects.filter(workflow_id=OuterRef("pk"), holder_id=engine.engine_id))
-        pending = Q(status=RunStatus.PENDING) & (Q(start_at__isnull=True) | Q(start_at__lte=now))
+        pending = pending_due_filter(now)
         return list(
             WorkflowRun.objects.using(db_for(engine.using))
             .filter(Q(pk__in=woken) | (pending & mine))

@@ -10,7 +10,7 @@ Safety rules:
   cancel (irreversible) needs it and ``delete_workflowrun``, purge
   (irreversible, deletes the history) ``delete_workflowrun``; both first show a
   confirmation page that lists the runs, as Django's own delete action does.
-* A batch is at most :data:`MAX_BATCH` runs; a larger selection is refused
+* A batch is at most :data:`MAX_ACTION_RUNS` runs; a larger selection is refused
   with nothing changed.
 * Each run is its own try: any exception (not only ``WeftError``) is caught,
   logged and reported against that run, and the batch carries on, so every
@@ -36,8 +36,9 @@ from .. import operations
 from ..models import UpdateRequest, WorkflowEvent, WorkflowSignal, db_for
 from .forms import ReasonForm
 
-#: The most runs one action request handles (each is its own operation).
-MAX_BATCH = 500
+#: The most runs one admin action request handles (each is its own operation);
+#: a selection rule of the admin, not a batch size of a pass.
+MAX_ACTION_RUNS = 500
 
 #: The admin's words for what each operation did.
 VERBS = {
@@ -93,12 +94,13 @@ def run_batch(
 
 
 def batch_ids(modeladmin: Any, request: HttpRequest, queryset: models.QuerySet) -> list[str] | None:
-    """The selected run ids, or None (with an error shown) past :data:`MAX_BATCH`."""
-    run_ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_BATCH + 1])
-    if len(run_ids) > MAX_BATCH:
+    """The selected run ids, or None (with an error shown) past :data:`MAX_ACTION_RUNS`."""
+    run_ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ACTION_RUNS + 1])
+    if len(run_ids) > MAX_ACTION_RUNS:
         modeladmin.message_user(
             request,
-            _g("Select at most %(max)d runs per action; nothing was changed.") % {"max": MAX_BATCH},
+            _g("Select at most %(max)d runs per action; nothing was changed.")
+            % {"max": MAX_ACTION_RUNS},
             messages.ERROR,
         )
         return None

@@ -182,7 +182,7 @@ def check_single_engine_in_mode_none(
         checks.Warning(
             f"Ownership mode {settings.ownership!r} allows one worker, but {len(crowd)} "
             f"engines are live: {', '.join(engine.id for engine in crowd)}.",
-            hint="Stop all but one worker, or set WEFT['OWNERSHIP'] = 'workflow-lease'.",
+            hint=f"Stop all but one worker, or set WEFT['OWNERSHIP'] = {conf.WORKFLOW_LEASE!r}.",
             id="weft.W001",
         )
     ]

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from .claims.results import Acquired, ClaimResult, LostRace
     from .claims.revoke import revoke_statement
     from .clock import NOW_SQL, Clock, DbNow, SteadyClock, as_aware, db_now, seconds
-    from .gates import read_marker
+    from .gates import MarkerResetRefused, raw_marker, read_marker, reset_marker
     from .leases.engines import engine_id_or_new, mark_disposing, mark_stopped, record_passes
+    from .leases.singleton import LeaseRow, SingletonLease
     from .leases.state import LeaseState, lease_state_expression, live_engines
     from .locks import (
         MYSQL_LOCK_WAIT_TIMEOUT,
@@ -39,17 +40,26 @@ if TYPE_CHECKING:
     )
     from .modes import Ownership, ownership_class, ownership_for
     from .passes.outcomes import Outcome, PassResult
-    from .passes.scans import expired_holders, held_woken, ownerless_active, pending_due
+    from .passes.scans import (
+        expired_holders,
+        held_woken,
+        ownerless_active,
+        pending_due,
+        pending_due_filter,
+    )
     from .passes.signal_poll import has_buffered_signal, signal_poll_pass, signal_stranded
     from .passes.update_poll import has_pending_update, update_poll_pass, update_stranded
 
 # name -> the module (under this package) that defines it; "" for a submodule.
 _FACE = {
-    # Choosing the strategy of the configured mode
+    # Choosing the strategy of the configured mode; the ownership-mode marker
     "Ownership": "modes",
     "ownership_class": "modes",
     "ownership_for": "modes",
     "read_marker": "gates",
+    "raw_marker": "gates",
+    "reset_marker": "gates",
+    "MarkerResetRefused": "gates",
     # Claims and their results
     "Acquired": "claims.results",
     "ClaimResult": "claims.results",
@@ -71,6 +81,8 @@ _FACE = {
     "mark_stopped": "leases.engines",
     "engine_id_or_new": "leases.engines",
     "record_passes": "leases.engines",
+    "LeaseRow": "leases.singleton",
+    "SingletonLease": "leases.singleton",
     # Lock waits
     "MYSQL_LOCK_WAIT_TIMEOUT": "locks",
     "OPERATOR_LOCK_WAIT": "locks",
@@ -84,6 +96,7 @@ _FACE = {
     "held_woken": "passes.scans",
     "ownerless_active": "passes.scans",
     "pending_due": "passes.scans",
+    "pending_due_filter": "passes.scans",
     "has_buffered_signal": "passes.signal_poll",
     "signal_poll_pass": "passes.signal_poll",
     "signal_stranded": "passes.signal_poll",
@@ -99,6 +112,9 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "ownership_class",
     "ownership_for",
     "read_marker",
+    "raw_marker",
+    "reset_marker",
+    "MarkerResetRefused",
     "Acquired",
     "ClaimResult",
     "LostRace",
@@ -117,6 +133,8 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "mark_stopped",
     "engine_id_or_new",
     "record_passes",
+    "LeaseRow",
+    "SingletonLease",
     "MYSQL_LOCK_WAIT_TIMEOUT",
     "OPERATOR_LOCK_WAIT",
     "PASS_LOCK_WAIT",
@@ -128,6 +146,7 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "held_woken",
     "ownerless_active",
     "pending_due",
+    "pending_due_filter",
     "has_buffered_signal",
     "signal_poll_pass",
     "signal_stranded",

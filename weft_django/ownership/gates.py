@@ -7,6 +7,9 @@
    or match it; never overwrite it.
 3. Timing coherence: the settings checks of :mod:`weft_django.conf`.
 
+The marker's repair (:func:`reset_marker`, ``manage.py weft_marker --reset``)
+lives here too, beside the rules it repairs.
+
 The ownership strategy of the configured mode decides whether its engines
 pass them (mode ``none`` has no marker and skips them).
 """
@@ -16,20 +19,23 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.apps import apps
 from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..conf import MODES, WeftSettings, get_settings
+from ..conf import MODES, NO_OWNERSHIP, Timing, WeftSettings, get_settings
 from ..exceptions import (
     OwnershipMarkerCorruptError,
     OwnershipMarkerDeletedError,
     OwnershipModeMismatchError,
     WeftConfigurationError,
+    WeftError,
 )
-from ..models import OwnershipMarker, db_for, is_mariadb, mysql_collation
+from ..models import Engine, OwnershipMarker, db_for, is_mariadb, mysql_collation
 from .clock import as_aware, db_now
+from .leases.state import live_engines
 
 logger = logging.getLogger("weft_django.ownership")
 
@@ -51,7 +57,7 @@ def check_capability(mode: str, *, using: str = "default") -> None:
             f"Ownership mode {mode!r} needs a database with atomic conditional writes in "
             f"transactions, but {connection.vendor!r} (alias {using!r}) does not provide "
             f"them. Use PostgreSQL, MySQL/MariaDB with InnoDB, or SQLite, or set "
-            "WEFT['OWNERSHIP'] = 'none' for a single worker."
+            f"WEFT['OWNERSHIP'] = {NO_OWNERSHIP!r} for a single worker."
         )
     problems = mysql_problems(connection) if connection.vendor == "mysql" else []
     if problems:
@@ -124,9 +130,10 @@ def _table() -> str:
     return OwnershipMarker._meta.db_table
 
 
-def read_marker(*, using: str = "default") -> MarkerState | None:
-    """The marker as stored, decoded; raises when it cannot be decoded."""
-    connection = connections[using]
+def raw_marker(*, using: str | None = None) -> tuple[Any, Any, Any] | None:
+    """The marker row exactly as stored, never decoded: ``(mode, established_at,
+    established_by)``, or None when there is none."""
+    connection = connections[db_for(using)]
     quote = connection.ops.quote_name
     established = quote("established_at")
     if connection.vendor == "sqlite":
@@ -136,11 +143,20 @@ def read_marker(*, using: str = "default") -> MarkerState | None:
         # as is, so every undecodable value is reported as corruption, verbatim.
         established = f"CAST({established} AS TEXT)"
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {quote('mode')}, {established} FROM {quote(_table())} WHERE id = 1")
+        cursor.execute(
+            f"SELECT {quote('mode')}, {established}, {quote('established_by')} "
+            f"FROM {quote(_table())} WHERE {quote('id')} = 1"
+        )
         row = cursor.fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def read_marker(*, using: str = "default") -> MarkerState | None:
+    """The marker as stored, decoded; raises when it cannot be decoded."""
+    row = raw_marker(using=using)
     if row is None:
         return None
-    raw_mode, raw_established = row
+    raw_mode, raw_established, _by = row
     try:
         established_at = as_aware(raw_established)
     except (TypeError, ValueError, AttributeError):
@@ -193,3 +209,45 @@ def run_boot_gates(
     using = db_for(using)
     check_capability(settings.ownership, using=using)
     return establish_or_match_marker(settings.ownership, using=using, engine_id=engine_id)
+
+
+class MarkerResetRefused(WeftError):
+    """The marker was left as it was: ``engines`` still have a live lease."""
+
+    def __init__(self, engines: list[Engine]) -> None:
+        self.engines = engines
+        super().__init__(
+            f"{len(engines)} engine(s) have a live lease: "
+            + ", ".join(engine.id for engine in engines)
+        )
+
+
+def reset_marker(
+    mode: str, *, timing: Timing, established_by: str = "", using: str | None = None
+) -> MarkerState:
+    """Replace the marker with ``mode``, established now on the database clock: the
+    repair the boot gates point to, once every engine is stopped.
+
+    In one transaction: the old row is deleted by raw SQL (it may not decode, so
+    it is never loaded), the live engines are read (``timing`` judges their
+    leases), and the new row is inserted; :class:`MarkerResetRefused` when any
+    engine is live, with the marker unchanged.
+    """
+    if mode not in MODES:
+        raise WeftConfigurationError(
+            f"{mode!r} is not an ownership mode; use one of {', '.join(map(repr, MODES))}."
+        )
+    using = db_for(using)
+    now = db_now(using)
+    quote = connections[using].ops.quote_name
+    with transaction.atomic(using=using):
+        with connections[using].cursor() as cursor:
+            cursor.execute(f"DELETE FROM {quote(_table())} WHERE {quote('id')} = 1")
+        engines = list(live_engines(using=using, now=now, timing=timing))
+        if engines:
+            raise MarkerResetRefused(engines)
+        OwnershipMarker.objects.using(using).create(
+            id=1, mode=mode, established_at=now, established_by=established_by[:64]
+        )
+    logger.info("reset the ownership-mode marker to %r on database %r", mode, using)
+    return MarkerState(mode, now, established_now=True)

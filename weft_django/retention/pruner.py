@@ -34,7 +34,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import Exists, OuterRef, ProtectedError, Q
 
-from ..conf import duration_seconds
+from ..conf import PRUNE_MAX_BATCH, check_batch_size, duration_seconds
 from ..exceptions import WeftConfigurationError
 from ..models import (
     TERMINAL_STATUSES,
@@ -51,7 +51,7 @@ from ..models import (
     db_for,
 )
 from ..ownership import db_now
-from .settings import MAX_BATCH, RetentionPolicy, policy
+from .settings import RetentionPolicy, policy
 
 #: The tables a prune deletes from, in the order it reports them.
 TABLES = ("runs", "events", "signals", "updates", "engines")
@@ -119,14 +119,6 @@ def guard_plans(using: str) -> None:
         cursor.execute(PG_PLANNER)  # is_local: SET LOCAL, for this transaction only
 
 
-def _check_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise WeftConfigurationError(f"batch_size must be an integer, got {batch_size!r}.")
-    if not 1 <= batch_size <= MAX_BATCH:
-        raise WeftConfigurationError(f"batch_size must be from 1 to {MAX_BATCH}, got {batch_size}.")
-    return batch_size
-
-
 def _check_seconds(value: Any, what: str, *, positive: bool) -> float:
     seconds = duration_seconds(value)
     if seconds is None or seconds < 0 or (positive and seconds == 0):
@@ -168,8 +160,10 @@ class Pruner:
         using: str | None = None,
     ) -> None:
         self.policy = retention if retention is not None else policy()
-        self.batch_size = _check_batch_size(
-            self.policy.batch_size if batch_size is None else batch_size
+        self.batch_size = check_batch_size(
+            self.policy.batch_size if batch_size is None else batch_size,
+            "batch_size",
+            maximum=PRUNE_MAX_BATCH,
         )
         self.time_budget = (
             None

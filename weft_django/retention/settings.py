@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ..conf import PRUNE_MAX_BATCH, Problem, duration_seconds, raw_settings
+from ..conf import (
+    PRUNE_BATCH,
+    PRUNE_MAX_BATCH,
+    Problem,
+    check_batch_size,
+    duration_seconds,
+    raw_settings,
+)
 from ..exceptions import WeftConfigurationError
 from ..models import TERMINAL_STATUSES, RunStatus
 
@@ -35,10 +42,8 @@ DEFAULTS: dict[str, Any] = {
     # The optional worker pass: seconds between passes; None (default) is off.
     "WORKER_INTERVAL": None,
     # Runs per batch (one short transaction each) of the worker pass and the command.
-    "BATCH_SIZE": 500,
+    "BATCH_SIZE": PRUNE_BATCH,
 }
-#: The largest batch: a batch is one transaction, which must stay short.
-MAX_BATCH = PRUNE_MAX_BATCH
 #: The worker pass runs at most this often.
 MIN_WORKER_INTERVAL = 1.0
 
@@ -51,7 +56,7 @@ class RetentionPolicy:
     engines: float | None = 7 * DAY
     celery_engines: float | None = 3600.0
     worker_interval: float | None = None
-    batch_size: int = 500
+    batch_size: int = PRUNE_BATCH
 
     def pruned_statuses(self) -> list[str]:
         """The statuses that have a retention (are ever pruned), in a fixed order."""
@@ -122,16 +127,12 @@ def problems(value: Any = ...) -> list[Problem]:
                     "Set it to e.g. 300 (a pass every five minutes), or leave it out.",
                 )
             )
-    size = merged["BATCH_SIZE"]
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BATCH:
-        found.append(
-            Problem(
-                "weft.E016",
-                f"WEFT['RETENTION']['BATCH_SIZE'] must be an integer from 1 to {MAX_BATCH}, "
-                f"got {size!r}.",
-                "Set it to e.g. 500.",
-            )
+    try:
+        check_batch_size(
+            merged["BATCH_SIZE"], "WEFT['RETENTION']['BATCH_SIZE']", maximum=PRUNE_MAX_BATCH
         )
+    except WeftConfigurationError as exc:
+        found.append(Problem("weft.E016", str(exc), f"Set it to e.g. {PRUNE_BATCH}."))
     return found
 
 

@@ -5,43 +5,31 @@ whether it decodes and matches ``WEFT['OWNERSHIP']``, and the live engines.
 ``--reset [--mode MODE]`` replaces the marker (with ``WEFT['OWNERSHIP']`` when
 no mode is given), which is the repair path the boot gates point to; it
 refuses while any engine has a live lease, and asks for confirmation unless
-``--yes`` is given. The marker row is read with raw SQL,
-so a corrupt row is shown and can be replaced, never half-decoded.
+``--yes`` is given. The marker row is read and replaced by
+:mod:`weft_django.ownership.gates` (``raw_marker``, ``reset_marker``), with
+raw SQL, so a corrupt row is shown and can be replaced, never half-decoded.
 """
 
 from __future__ import annotations
 
 import socket
 import sys
-from datetime import datetime
 from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS
 
 from ...conf import DEFAULTS, MODES, Timing, get_settings
 from ...exceptions import WeftConfigurationError
-from ...models import Engine, OwnershipMarker
-from ...ownership import db_now, live_engines, ownership_class, read_marker
-
-
-def _raw_marker(using: str) -> tuple[Any, Any, Any] | None:
-    """The marker row exactly as stored: ``(mode, established_at, established_by)``."""
-    connection = connections[using]
-    quote = connection.ops.quote_name
-    table = quote(OwnershipMarker._meta.db_table)
-    established = quote("established_at")
-    if connection.vendor == "sqlite":
-        # The sqlite3 driver's "datetime" converter would raise on an impossible
-        # timestamp: show the stored text verbatim instead.
-        established = f"CAST({established} AS TEXT)"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {quote('mode')}, {established}, {quote('established_by')} "
-            f"FROM {table} WHERE {quote('id')} = 1"
-        )
-        row = cursor.fetchone()
-    return None if row is None else (row[0], row[1], row[2])
+from ...models import Engine
+from ...ownership import (
+    MarkerResetRefused,
+    live_engines,
+    ownership_class,
+    raw_marker,
+    read_marker,
+    reset_marker,
+)
 
 
 def _engine_line(engine: Engine) -> str:
@@ -94,23 +82,26 @@ class Command(BaseCommand):
                 stdin=options.get("stdin") or sys.stdin,
             )
 
-    def live_engines(self, using: str, now: datetime | None = None) -> list[Engine]:
-        """Live engines; with invalid settings, judged with the default claim timing."""
+    def timing(self) -> Timing:
+        """What judges the engines' leases; with invalid settings, the default claim timing."""
         try:
             settings = get_settings()
-            timing = ownership_class(settings.ownership).timing_of(settings)
+            return ownership_class(settings.ownership).timing_of(settings)
         except WeftConfigurationError:
-            timing = Timing(float(DEFAULTS["CLAIM_TTL"]), float(DEFAULTS["CLAIM_RENEW_INTERVAL"]))
-        return list(live_engines(using=using, now=now, timing=timing))
+            return Timing(float(DEFAULTS["CLAIM_TTL"]), float(DEFAULTS["CLAIM_RENEW_INTERVAL"]))
+
+    def live_engines(self, using: str) -> list[Engine]:
+        return list(live_engines(using=using, timing=self.timing()))
 
     # -- show ---------------------------------------------------------------------
 
     def show(self, using: str) -> None:
-        raw = _raw_marker(using)
+        raw = raw_marker(using=using)
         if raw is None:
+            marking = " or ".join(repr(m) for m in MODES if ownership_class(m).uses_marker)
             self.stdout.write(
                 "Ownership-mode marker: absent (the next engine to boot in mode "
-                "'lease' or 'workflow-lease' establishes it)."
+                f"{marking} establishes it)."
             )
         else:
             mode, established_at, established_by = raw
@@ -168,26 +159,17 @@ class Command(BaseCommand):
             )
         if not assume_yes and not self.confirm(mode, stdin):
             raise CommandError("Reset cancelled; the marker is unchanged.")
-        now = db_now(using)
         by = f"weft_marker@{socket.gethostname()}"[:64]
-        connection = connections[using]
-        quote = connection.ops.quote_name
-        with transaction.atomic(using=using):
-            # Raw DELETE: the old row may not decode, so it is never loaded.
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"DELETE FROM {quote(OwnershipMarker._meta.db_table)} WHERE {quote('id')} = 1"
-                )
-            if self.live_engines(using, now=now):
-                raise CommandError(
-                    "An engine started while resetting; the marker is unchanged. Run again."
-                )
-            OwnershipMarker.objects.using(using).create(
-                id=1, mode=mode, established_at=now, established_by=by
-            )
+        try:
+            state = reset_marker(mode, timing=self.timing(), established_by=by, using=using)
+        except MarkerResetRefused:
+            raise CommandError(
+                "An engine started while resetting; the marker is unchanged. Run again."
+            ) from None
         self.stdout.write(
             self.style.SUCCESS(
-                f"Ownership-mode marker reset to {mode!r} at {now.isoformat()} by {by}."
+                f"Ownership-mode marker reset to {mode!r} at "
+                f"{state.established_at.isoformat()} by {by}."
             )
         )
 

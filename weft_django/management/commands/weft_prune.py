@@ -13,10 +13,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from ...conf import PRUNE_BATCH, PRUNE_MAX_BATCH
 from ...exceptions import WeftConfigurationError
 from ...models import TERMINAL_STATUSES
 from ...retention.pruner import TABLES, Batch, Pruner
-from ...retention.settings import MAX_BATCH, policy
+from ...retention.settings import policy
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -60,8 +61,8 @@ class Command(BaseCommand):
             "--batch-size",
             type=int,
             metavar="N",
-            help=f"Runs per batch, each its own transaction (1 to {MAX_BATCH}; default: "
-            "WEFT['RETENTION']['BATCH_SIZE'], 500).",
+            help=f"Runs per batch, each its own transaction (1 to {PRUNE_MAX_BATCH}; default: "
+            f"WEFT['RETENTION']['BATCH_SIZE'], {PRUNE_BATCH}).",
         )
         parser.add_argument(
             "--time-budget",

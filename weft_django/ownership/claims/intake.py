@@ -36,7 +36,8 @@ from typing import Any
 
 from django.db import connections
 
-from ...models import Claim, RunStatus, WorkflowRun, db_for
+from ...models import Claim, WorkflowRun, db_for
+from ..passes.scans import pending_due_sql
 from .first import insert_first_claims
 from .registry import ClaimRegistry
 from .results import Acquired
@@ -98,10 +99,7 @@ def _branch_sql(connection: Any, names: int, *, scheduled: bool, after: After) -
     own_claim = f"FROM {claim} c WHERE c.{quote('workflow_id')} = {run_id}"
     placeholders = ", ".join(["%s"] * names)
     where = [
-        # The status is a literal, not a parameter: a partial index is only
-        # usable when the planner can see that the query implies its condition.
-        f"r.{quote('status')} = '{RunStatus.PENDING.value}'",
-        f"{start_at} IS NOT NULL AND {start_at} <= %s" if scheduled else f"{start_at} IS NULL",
+        pending_due_sql(f"r.{quote('status')}", start_at, scheduled=scheduled),
         f"{_unindexed(connection, 'r.' + quote('workflow_name'))} IN ({placeholders})",
     ]
     if after is not None:

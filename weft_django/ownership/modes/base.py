@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar
 
-from ...conf import Timing, WeftSettings
+from ...conf import WORKFLOW_LEASE, Timing, WeftSettings
 from ...exceptions import WeftSecondEngineWarning, warn
 from ...models import Engine, EngineKind, db_for
 from ..claims.registry import ClaimRegistry
@@ -106,7 +106,7 @@ class Ownership(abc.ABC):
                 WeftSecondEngineWarning(
                     f"Ownership mode {self.name!r} allows one worker only, but other live "
                     f"engines share this database: {', '.join(others)}. Runs may execute "
-                    "twice; use 'workflow-lease'."
+                    f"twice; use {WORKFLOW_LEASE!r}."
                 )
             )
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from ...conf import Timing, WeftSettings
+from ...conf import GLOBAL_LEASE, Timing, WeftSettings
 from ...models import RunStatus
 from ..claims.intake import ready_window
 from ..claims.results import Acquired, ClaimResult, LostRace
@@ -30,7 +30,7 @@ logger = logging.getLogger("weft_django.ownership")
 
 
 class GlobalLeaseOwnership(Ownership):
-    name = "lease"
+    name = GLOBAL_LEASE
 
     def __init__(
         self,
@@ -170,9 +170,5 @@ class GlobalLeaseOwnership(Ownership):
         its holder is live, none otherwise. A short-lived engine never takes the
         lease (it could not renew it), so :meth:`take_stranded` is the default:
         it leaves a wake hint for the next lease holder."""
-        row = self.lease.read()
-        if row.holder_id is None or row.expires_at is None:
-            return {}
-        if self.timing.is_expired(row.expires_at, self.now()):
-            return {}
-        return dict.fromkeys(run_ids, row.holder_id)
+        holder = self.lease.live_holder()
+        return {} if holder is None else dict.fromkeys(run_ids, holder)

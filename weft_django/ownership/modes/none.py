@@ -17,11 +17,12 @@ from typing import Any
 
 from django.db import transaction
 
+from ...conf import NO_OWNERSHIP
 from .workflow_lease import WorkflowLeaseOwnership
 
 
 class NoOwnership(WorkflowLeaseOwnership):
-    name = "none"
+    name = NO_OWNERSHIP
     uses_marker = False
     max_live_engines = 1
     # Nothing is fenced: a Celery task that drove runs would be the second

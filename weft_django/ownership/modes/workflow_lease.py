@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import connections
 
-from ...conf import Timing, WeftSettings
+from ...conf import WORKFLOW_LEASE, Timing, WeftSettings
 from ..claims.intake import claim_ready
 from ..claims.release import release_held
 from ..claims.results import ClaimResult, LostRace
@@ -33,7 +33,7 @@ from .base import Ownership
 
 
 class WorkflowLeaseOwnership(Ownership):
-    name = "workflow-lease"
+    name = WORKFLOW_LEASE
     short_lived_drives = True
 
     @classmethod

@@ -52,13 +52,28 @@ def _runs(using: str | None) -> QuerySet[WorkflowRun]:
     return WorkflowRun.objects.using(db_for(using))
 
 
+def pending_due_filter(now: datetime) -> Q:
+    """A run is *pending and due* at ``now``: pending, with no start time or one
+    that has come (``start_at <= now``). :func:`pending_due_sql` is its SQL twin."""
+    return Q(status=RunStatus.PENDING) & (Q(start_at__isnull=True) | Q(start_at__lte=now))
+
+
+def pending_due_sql(status: str, start_at: str, *, scheduled: bool) -> str:
+    """:func:`pending_due_filter` as a SQL condition on the (quoted) ``status`` and
+    ``start_at`` columns, split in the ready queue's two branches (their union is
+    the rule): runs without a start time, or (``scheduled``) those whose start
+    time has come, with one ``%s`` parameter, ``now``.
+
+    The status is a literal, not a parameter: a partial index is only usable
+    when the planner can see that the query implies its condition."""
+    pending = f"{status} = '{RunStatus.PENDING.value}'"
+    if scheduled:
+        return f"{pending} AND {start_at} IS NOT NULL AND {start_at} <= %s"
+    return f"{pending} AND {start_at} IS NULL"
+
+
 def _due_pending(now: datetime, using: str | None) -> QuerySet[WorkflowRun]:
-    return (
-        _runs(using)
-        .filter(status=RunStatus.PENDING)
-        .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
-        .order_by("created_at", "pk")
-    )
+    return _runs(using).filter(pending_due_filter(now)).order_by("created_at", "pk")
 
 
 def pending_due(now: datetime, *, limit: int = 100, using: str | None = None) -> list[str]:
