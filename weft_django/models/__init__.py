@@ -1,0 +1,60 @@
+"""Database models: runs and their history, signals, updates, and ownership state.
+
+- :mod:`.runs`: ``WorkflowRun``, its ``WorkflowEvent`` history, its
+  ``WorkflowSignal`` and ``UpdateRequest`` rows, and their statuses;
+- :mod:`.engines`: ``Engine``, ``Claim``, ``OwnershipMarker``,
+  ``GlobalLease`` and ``PrunerLease``: ownership state, written only through
+  :mod:`weft_django.ownership` with conditional UPDATEs checked by rowcount;
+- :mod:`.passes`: ``PassSummary`` (the Celery passes) and ``Overview`` (the
+  admin's overview entry);
+- :mod:`.databases`: ``db_for`` (which database weft's tables live on) and the
+  MariaDB/MySQL collation.
+
+Nothing here hides side effects in ``save()``.
+"""
+
+from .databases import db_for, is_mariadb, mysql_collation
+from .engines import (
+    Claim,
+    Engine,
+    EngineKind,
+    EngineStatus,
+    GlobalLease,
+    OwnershipMarker,
+    PrunerLease,
+)
+from .passes import Overview, PassKind, PassSummary
+from .runs import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    RunStatus,
+    UpdateRequest,
+    UpdateStatus,
+    WorkflowEvent,
+    WorkflowRun,
+    WorkflowSignal,
+)
+
+__all__ = [  # noqa: RUF022 (grouped as the modules are)
+    "ACTIVE_STATUSES",
+    "TERMINAL_STATUSES",
+    "RunStatus",
+    "UpdateRequest",
+    "UpdateStatus",
+    "WorkflowEvent",
+    "WorkflowRun",
+    "WorkflowSignal",
+    "Claim",
+    "Engine",
+    "EngineKind",
+    "EngineStatus",
+    "GlobalLease",
+    "OwnershipMarker",
+    "PrunerLease",
+    "Overview",
+    "PassKind",
+    "PassSummary",
+    "db_for",
+    "is_mariadb",
+    "mysql_collation",
+]
