@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from weft_django.models import Claim, WorkflowEvent, WorkflowRun
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.writes import cursor as statements
 from weft_django.ownership.writes.cursor import hot_cursor, prepares
+from weft_django.ownership.writes.requests import Fence, Finish, Stamp
 from weft_django.ownership.writes.single import (
     FencedWrite,
     fenced_finish,
@@ -138,20 +140,19 @@ def test_prepared_or_not_writes_and_finishes_land_only_under_their_claim(prepare
     assert WorkflowEvent.objects.filter(run_id="held").count() == 3
     assert not WorkflowEvent.objects.exclude(run_id="held").exists()
 
-    def finish(run_id: str, epoch: int) -> bool | None:
+    def finish(run_id: str, epoch: int) -> bool:
         return fenced_finish(
             "default",
-            workflow_id=run_id,
-            engine_id=mine.id,
-            epoch=epoch,
-            rows=[],
-            status="completed",
-            result_json="1",
-            error_json=None,
-            parent_id="",
-            stamp="clock_timestamp()",
-            now=db_now,
-            response_ttl=300.0,
+            Fence(run_id, mine.id, epoch),
+            Finish(
+                [],
+                status="completed",
+                result_json="1",
+                error_json=None,
+                parent_id="",
+                response_ttl=300.0,
+                stamp=Stamp("clock_timestamp()", db_now),
+            ),
         )
 
     assert finish("stale", 1) is False
@@ -293,16 +294,14 @@ def test_a_plan_made_on_small_tables_is_made_again_on_the_grown_ones_and_reads_b
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     _threshold(monkeypatch, 0)  # prepared at the first execution
     park = FencedWrite("p-1", 1, [], waiting_on_json=WAITING_ON)
-    running = _checkpoint("p-2", 0, engine.id)
-    running.mark_running = True
+    running = replace(_checkpoint("p-2", 0, engine.id), mark_running=True)
     requests = [park, running]
     assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
     small = _prepared_writes()[-1][0]
     load_held_parked(engine.id, 20_000, prefix="q-")
 
     monkeypatch.setattr(statements, "REPLAN_INTERVAL", 0.0)
-    again = _checkpoint("p-2", 1, engine.id)
-    again.mark_running = True
+    again = replace(_checkpoint("p-2", 1, engine.id), mark_running=True)
     requests = [park, again]
     assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
     (grown,) = [name for name, _ in _prepared_writes()]
