@@ -54,6 +54,9 @@ from ..writes.requests import (
     TakeSignal,
 )
 
+#: The one-statement forms of a strategy that has none (mode ``lease``).
+NO_FORMS: frozenset[Form] = frozenset()
+
 
 class Ownership(abc.ABC):
     """How one engine owns the runs it drives, in one ownership mode."""
@@ -198,8 +201,8 @@ class Ownership(abc.ABC):
     def one_statement(self) -> frozenset[Form]:
         """The writes this strategy has in one statement (on its database), each
         one of the methods below; the caller writes the others in :meth:`fenced`.
-        None in this base class."""
-        return frozenset()
+        Here: none."""
+        return NO_FORMS
 
     def insert_fenced(self, fence: Fence, checkpoint: Checkpoint) -> bool:
         """A step's checkpoint as one statement (:data:`Form.CHECKPOINT`, or
