@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -294,14 +293,16 @@ def test_a_plan_made_on_small_tables_is_made_again_on_the_grown_ones_and_reads_b
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     _threshold(monkeypatch, 0)  # prepared at the first execution
     park = FencedWrite("p-1", 1, [], waiting_on_json=WAITING_ON)
-    running = replace(_checkpoint("p-2", 0, engine.id), mark_running=True)
+    running = _checkpoint("p-2", 0, engine.id)
+    running.mark_running = True
     requests = [park, running]
     assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
     small = _prepared_writes()[-1][0]
     load_held_parked(engine.id, 20_000, prefix="q-")
 
     monkeypatch.setattr(statements, "REPLAN_INTERVAL", 0.0)
-    again = replace(_checkpoint("p-2", 1, engine.id), mark_running=True)
+    again = _checkpoint("p-2", 1, engine.id)
+    again.mark_running = True
     requests = [park, again]
     assert fenced_write_many("default", engine_id=engine.id, requests=requests) == {"p-1", "p-2"}
     (grown,) = [name for name, _ in _prepared_writes()]

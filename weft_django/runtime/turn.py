@@ -24,7 +24,7 @@ from ..models import (
     WorkflowRun,
     WorkflowSignal,
 )
-from ..ownership import Form, SignalTake, TakeSignal
+from ..ownership import Form, TakeSignal
 from .backoff import is_transient
 from .payload import encode, encode_call
 from .port import HALTED, Abandon, Event, PendingUpdate
@@ -143,15 +143,10 @@ class Turn(RunWrites):
             wake_at=self.timeout_at if mark_running else None,
             stamp=self._stamp(),
         )
-        taken: SignalTake | None = None
-
-        def take() -> bool:
-            nonlocal taken
-            taken = self.ownership.take_signal_fenced(self.fence, request)
-            return taken.held
-
-        self._one_statement(take)
-        if taken is None or not taken.taken:
+        taken = self._statement(self.ownership.take_signal_fenced, request)
+        if not taken.held:
+            raise self._deposed()
+        if not taken.taken:
             return None
         self.status = RunStatus.RUNNING
         return Event(seq, "signal", name, taken.payload)

@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from django.db import DatabaseError
 from django.db.models import Case, DateTimeField, F, Value, When
@@ -53,12 +53,15 @@ from django.utils import timezone
 from ..conf import WeftSettings
 from ..exceptions import EngineDeposedError
 from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
-from ..ownership import Checkpoint, Finish, Form, Ownership, Park, Stamp, SteadyClock
+from ..ownership import Checkpoint, Fence, Finish, Form, Ownership, Park, Stamp, SteadyClock
 from .payload import dumps
 from .port import Abandon, Event
 from .prefetch import CLOCK_READ
 from .runs import close_run, ending_fields
 from .wakeups import notify
+
+R = TypeVar("R")  # a write's request
+A = TypeVar("A")  # its answer
 
 
 class TurnHost(Protocol):
@@ -178,15 +181,22 @@ class RunWrites:
         """The time a one-statement write stamps the run with."""
         return Stamp(self.host.db_stamp(), self.now)
 
-    def _one_statement(self, write: Callable[[], bool]) -> None:
-        """Run a one-statement fenced write the strategy has: its False (the
-        fence did not hold, nothing written) or a database error abandons the turn."""
+    def _statement(self, write: Callable[[Fence, R], A], request: R) -> A:
+        """Run a one-statement fenced write the strategy has, with this run's
+        fence: its answer. A database error abandons the turn."""
         try:
-            written = write()
+            return write(self.fence, request)
         except DatabaseError as exc:
             raise Abandon("database", exc) from exc
-        if not written:
-            raise Abandon("deposed", EngineDeposedError(self.run_id))
+
+    def _one_statement(self, write: Callable[[Fence, R], bool], request: R) -> None:
+        """The same, for a write that answers True (written) or False: the fence
+        did not hold, nothing was written, and the turn is abandoned as deposed."""
+        if not self._statement(write, request):
+            raise self._deposed()
+
+    def _deposed(self) -> Abandon:
+        return Abandon("deposed", EngineDeposedError(self.run_id))
 
     def commit(self, events: list[Event]) -> None:
         if events and self._commit_in_one_statement(events):
@@ -204,12 +214,9 @@ class RunWrites:
         form = Form.CHECKPOINT_RUNNING if mark_running else Form.CHECKPOINT
         if form not in self.ownership.one_statement:
             return False
-        checkpoint = Checkpoint(
-            self._event_rows(events),
-            mark_running=mark_running,
-            wake_at=self.timeout_at if mark_running else None,
-        )
-        self._one_statement(lambda: self.ownership.insert_fenced(self.fence, checkpoint))
+        wake_at = self.timeout_at if mark_running else None
+        checkpoint = Checkpoint(self._event_rows(events), mark_running, wake_at)
+        self._one_statement(self.ownership.insert_fenced, checkpoint)
         self.status = RunStatus.RUNNING
         return True
 
@@ -228,7 +235,7 @@ class RunWrites:
                 hint_seen=self.hint_seen,
                 stamp=self._stamp(),
             )
-            self._one_statement(lambda: self.ownership.park_fenced(self.fence, park))
+            self._one_statement(self.ownership.park_fenced, park)
             self._parked()
             return
         now = self.now()
@@ -294,7 +301,7 @@ class RunWrites:
             response_ttl=self.host.settings.update_response_ttl,
             stamp=self._stamp(),
         )
-        self._one_statement(lambda: self.ownership.finish_fenced(self.fence, finish))
+        self._one_statement(self.ownership.finish_fenced, finish)
 
     def _finished(self, status: str) -> None:
         self.ownership.forget(self.run_id)

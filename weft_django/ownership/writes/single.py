@@ -223,7 +223,7 @@ V_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FencedWrite:
     """One turn's fenced write on PostgreSQL, a row of the group statement: the
     run and the epoch it is held at (the engine is the statement's), its
@@ -234,7 +234,8 @@ class FencedWrite:
     ``wake_at``). ``stamped_at``: the time to stamp the run with, for an
     engine not on the database clock (an injected clock, a test offset);
     None: ``clock_timestamp()``. Built from a request by :meth:`of_checkpoint`
-    and :meth:`of_park`."""
+    and :meth:`of_park`. (Not frozen: it is built per write, and a frozen
+    dataclass's construction costs several times a plain one's.)"""
 
     workflow_id: str
     epoch: int
@@ -252,8 +253,10 @@ class FencedWrite:
             fence.workflow_id,
             fence.epoch,
             checkpoint.rows,
-            wake_at=checkpoint.wake_at,
-            mark_running=checkpoint.mark_running,
+            None,
+            checkpoint.wake_at,
+            None,
+            checkpoint.mark_running,
         )
 
     @classmethod
@@ -263,10 +266,11 @@ class FencedWrite:
             fence.workflow_id,
             fence.epoch,
             park.rows,
-            waiting_on_json=park.waiting_on_json,
-            wake_at=park.wake_at,
-            hint_seen=park.hint_seen,
-            stamped_at=park.stamp.value(),
+            park.waiting_on_json,
+            park.wake_at,
+            park.hint_seen,
+            False,
+            park.stamp.value(),
         )
 
     @property
