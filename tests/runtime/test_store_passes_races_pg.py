@@ -11,9 +11,9 @@ import pytest
 import weft_django as weft
 from example_project.orders.models import StepLog
 from tests.concurrency import run_concurrently
-from tests.workers import Running
 from tests.updates import workflows as update_workflows  # noqa: F401 (registers tests.updates.*)
 from tests.updates.conftest import send
+from tests.workers import Running
 from weft_django.conf import PassLimits
 from weft_django.models import Claim, UpdateRequest, UpdateStatus, WorkflowEvent, WorkflowRun
 from weft_django.runtime.engine import WorkflowEngine
