@@ -93,9 +93,13 @@ def test_the_architecture_map_names_every_module_and_only_modules_that_exist() -
     assert unmapped == [], f"modules missing from docs/architecture.md's package map: {unmapped}"
 
 
-def test_every_module_path_in_the_architecture_page_exists() -> None:
-    """Paths named anywhere on the page (the rules table too) are real files."""
-    text = (ROOT / "docs" / "architecture.md").read_text()
-    named = set(re.findall(r"`((?:[\w.]+/)+\w+\.py)`", text))
-    stale = sorted(p for p in named if not (PACKAGE / p).exists() and not (ROOT / p).exists())
-    assert stale == []
+def test_every_file_path_in_the_docs_exists() -> None:
+    """Paths named anywhere in the README and the docs (the architecture page's
+    rules table, the benchmarks' tests, ...) are real files of the package or the
+    repository."""
+    stale = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for path in set(re.findall(r"`((?:[\w.]+/)+\w+\.py)`", page.read_text())):
+            if not any((base / path).exists() for base in (PACKAGE, ROOT, ROOT / "docs")):
+                stale.append(f"{page.relative_to(ROOT)}: {path}")
+    assert sorted(stale) == []

@@ -15,6 +15,7 @@ from .exceptions import (
     EngineDeposedError,
     HandlerError,
     InvalidIdError,
+    MetricsServerError,
     NonDeterminismError,
     OwnershipModeMismatchError,
     PayloadError,
@@ -117,6 +118,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     # Errors
     "EngineDeposedError",
     "HandlerError",
+    "MetricsServerError",
     "InvalidIdError",
     "NonDeterminismError",
     "OwnershipModeMismatchError",

@@ -14,6 +14,7 @@ from weft_django.ownership.leases.engines import register_engine
 from weft_django.ownership.leases.store import GlobalLeaseManager
 from weft_django.ownership.modes import ownership_for
 from weft_django.ownership.writes.fence import fenced, fenced_by_global_lease
+from weft_django.ownership.writes.requests import Checkpoint, Fence
 from weft_django.ownership.writes.single import fenced_insert
 
 PAST_DEADLINE = 30 + 10 + 0.001
@@ -42,7 +43,7 @@ def nothing_written(run: WorkflowRun) -> bool:
 def test_fenced_commits_while_the_claim_is_held(make_registry, run):
     a = make_registry("engine-a")
     a.acquire("wf")
-    with fenced("wf", engine_id="engine-a", epoch=1):
+    with fenced(Fence("wf", "engine-a", 1)):
         write_everything(run, 1, "engine-a", 1)
     assert list(WorkflowEvent.objects.values_list("seq", "engine_id", "epoch")) == [
         (1, "engine-a", 1)
@@ -59,7 +60,7 @@ def test_a_deposed_engines_write_is_refused_and_rolled_back_entirely(make_regist
     entered = []
     with (
         pytest.raises(EngineDeposedError) as excinfo,
-        fenced("wf", engine_id="engine-a", epoch=1),
+        fenced(Fence("wf", "engine-a", 1)),
     ):
         entered.append(True)
         write_everything(run, 1, "engine-a", 1)
@@ -67,7 +68,7 @@ def test_a_deposed_engines_write_is_refused_and_rolled_back_entirely(make_regist
     assert entered == []
     assert nothing_written(run)
     # the new owner writes at its epoch
-    with fenced("wf", engine_id="engine-b", epoch=2):
+    with fenced(Fence("wf", "engine-b", 2)):
         write_everything(run, 1, "engine-b", 2)
     assert list(WorkflowEvent.objects.values_list("engine_id", "epoch")) == [("engine-b", 2)]
 
@@ -83,7 +84,7 @@ def test_the_refusal_rolls_back_the_callers_enclosing_transaction_too(make_regis
         transaction.atomic(),
     ):
         WorkflowRun.objects.create(id="user-row", workflow_name="user.write")
-        with fenced("wf", engine_id="engine-a", epoch=1):
+        with fenced(Fence("wf", "engine-a", 1)):
             write_everything(run, 1, "engine-a", 1)
     assert not WorkflowRun.objects.filter(id="user-row").exists()
     assert nothing_written(run)
@@ -96,7 +97,7 @@ def test_same_engine_at_a_stale_epoch_is_refused(make_registry, run):
     a.acquire("wf")  # epoch 2
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=1),
+        fenced(Fence("wf", "engine-a", 1)),
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)
@@ -113,7 +114,7 @@ def test_no_holder_means_no_write(make_registry, run, how):
             revoke_statement("default", "wf")
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=1),
+        fenced(Fence("wf", "engine-a", 1)),
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)
@@ -124,7 +125,7 @@ def test_an_error_inside_the_block_rolls_back_its_writes(make_registry, run):
     a.acquire("wf")
     with (
         pytest.raises(ZeroDivisionError),
-        fenced("wf", engine_id="engine-a", epoch=1),
+        fenced(Fence("wf", "engine-a", 1)),
     ):
         write_everything(run, 1, "engine-a", 1)
         1 / 0  # noqa: B018
@@ -141,7 +142,7 @@ def test_a_lost_claim_is_refused_even_before_the_owner_notices(make_registry, cl
     assert a.held == {"wf": 1}  # a has not renewed yet
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id="engine-a", epoch=a.epoch_of("wf")),
+        fenced(Fence("wf", "engine-a", a.epoch_of("wf"))),
     ):
         write_everything(run, 1, "engine-a", 1)
     with pytest.warns(WeftWorkflowClaimLostWarning):
@@ -151,7 +152,7 @@ def test_a_lost_claim_is_refused_even_before_the_owner_notices(make_registry, cl
 
 def test_mode_none_does_not_fence(db, weft_settings, run):
     weft_settings(OWNERSHIP="none")
-    with ownership_for("anyone", get_settings()).fenced("wf", 0):
+    with ownership_for("anyone", get_settings()).fenced(Fence("wf", "anyone", 0)):
         write_everything(run, 1, "anyone", 0)
     assert WorkflowEvent.objects.count() == 1
 
@@ -165,12 +166,12 @@ def test_lease_mode_fences_on_the_global_lease_epoch(db, weft_settings, clock, r
     b = GlobalLeaseManager("engine-b", config.lease_timing, clock=clock)
     assert a.try_acquire()
     # no per-workflow claim row is involved in mode lease
-    with fenced_by_global_lease("wf", engine_id="engine-a", epoch=a.epoch):
+    with fenced_by_global_lease(Fence("wf", "engine-a", a.epoch)):
         write_everything(run, 1, "engine-a", 1)
     assert WorkflowEvent.objects.count() == 1
     with (
         pytest.raises(EngineDeposedError),
-        fenced_by_global_lease("wf", engine_id="engine-a", epoch=a.epoch + 1),
+        fenced_by_global_lease(Fence("wf", "engine-a", a.epoch + 1)),
     ):  # a lease holder at the wrong epoch
         WorkflowEvent.objects.create(run=run, seq=2, kind="step")
     clock.advance(PAST_DEADLINE)
@@ -178,11 +179,11 @@ def test_lease_mode_fences_on_the_global_lease_epoch(db, weft_settings, clock, r
     assert b.epoch == 2
     with (
         pytest.raises(EngineDeposedError),
-        fenced_by_global_lease("wf", engine_id="engine-a", epoch=1),
+        fenced_by_global_lease(Fence("wf", "engine-a", 1)),
     ):
         WorkflowEvent.objects.create(run=run, seq=2, kind="step")
     assert list(WorkflowEvent.objects.values_list("seq", flat=True)) == [1]
-    with fenced_by_global_lease("wf", engine_id="engine-b", epoch=2):
+    with fenced_by_global_lease(Fence("wf", "engine-b", 2)):
         WorkflowEvent.objects.create(run=run, seq=2, kind="step")
     assert list(WorkflowEvent.objects.values_list("seq", flat=True)) == [1, 2]
     assert GlobalLease.objects.get().holder_id == "engine-b"
@@ -197,7 +198,7 @@ def test_lease_mode_refuses_everyone_when_nobody_holds_the_lease(db, weft_settin
     assert a.release()
     with (
         pytest.raises(EngineDeposedError),
-        fenced_by_global_lease("wf", engine_id="engine-a", epoch=1),
+        fenced_by_global_lease(Fence("wf", "engine-a", 1)),
     ):
         write_everything(run, 1, "engine-a", 1)
     assert nothing_written(run)
@@ -213,7 +214,7 @@ def test_one_statement_insert_writes_every_row_while_held(make_registry, run):
     a = make_registry("engine-a")
     a.acquire("wf")
     assert fenced_insert(
-        "default", workflow_id="wf", engine_id="engine-a", epoch=1, rows=_rows("engine-a", 1, 0, 1)
+        "default", Fence("wf", "engine-a", 1), Checkpoint(_rows("engine-a", 1, 0, 1))
     )
     assert list(WorkflowEvent.objects.order_by("seq").values_list("seq", "result")) == [
         (0, 1),
@@ -228,9 +229,7 @@ def test_one_statement_insert_after_a_takeover_writes_nothing(make_registry, clo
     clock.advance(PAST_DEADLINE)
     assert b.claim("wf").epoch == 2
     assert (
-        fenced_insert(
-            "default", workflow_id="wf", engine_id="engine-a", epoch=1, rows=_rows("engine-a", 1, 0)
-        )
+        fenced_insert("default", Fence("wf", "engine-a", 1), Checkpoint(_rows("engine-a", 1, 0)))
         is False
     )
     assert not WorkflowEvent.objects.exists()

@@ -20,6 +20,7 @@ from weft_django.ownership.modes import (
     ownership_for,
 )
 from weft_django.ownership.passes.outcomes import Outcome
+from weft_django.ownership.writes.requests import Checkpoint, Form, NoOneStatementForm
 
 
 def booted(mode: str, engine_id: str, weft_settings: Callable[..., None]) -> Any:
@@ -64,7 +65,7 @@ def test_workflow_lease_acquires_fences_and_releases(
     assert ownership.fence_epoch("wf") == 1
     assert ownership.held_runs([]) == ["wf"] and ownership.held_count() == 1
     assert ownership.check_wake("wf", "tick")
-    with ownership.fenced("wf", 1):
+    with ownership.fenced(ownership.fence_for("wf", 1)):
         WorkflowEvent.objects.create(run_id="wf", seq=0, kind="step")
     ownership.release("wf")
     assert ownership.fence_epoch("wf") is None
@@ -132,9 +133,12 @@ def test_mode_none_claims_but_does_not_fence(db: None, weft_settings: Callable[.
     ownership = booted("none", "engine-a", weft_settings)
     make_run("wf")
     assert ownership.acquire("wf") == Acquired("wf", 1)
-    assert ownership.insert_fenced("wf", 1, [], None) is None
-    assert ownership.finish_fenced("wf", 1) is None
-    with ownership.fenced("wf", 99):  # any epoch: nothing is checked
+    # no unfenced checkpoint or terminal commit in one statement: the fenced
+    # transaction, which checks nothing here, writes them
+    assert not {Form.CHECKPOINT, Form.CHECKPOINT_RUNNING, Form.FINISH} & ownership.one_statement
+    with pytest.raises(NoOneStatementForm):
+        ownership.insert_fenced(ownership.fence_for("wf", 1), Checkpoint([]))
+    with ownership.fenced(ownership.fence_for("wf", 99)):  # any epoch: nothing is checked
         WorkflowEvent.objects.create(run_id="wf", seq=0, kind="step")
     assert not OwnershipMarker.objects.exists()
 

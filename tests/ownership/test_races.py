@@ -30,6 +30,7 @@ from weft_django.ownership.claims.results import Acquired, LostRace, NotExpired
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.leases.engines import register_engine
 from weft_django.ownership.writes.fence import fenced
+from weft_django.ownership.writes.requests import Checkpoint, Fence
 from weft_django.ownership.writes.single import fenced_insert
 
 pytestmark = [pytest.mark.postgres, pytest.mark.mysql, pytest.mark.django_db(transaction=True)]
@@ -300,7 +301,7 @@ def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
     inside, finish = threading.Event(), threading.Event()
 
     def owner_turn() -> None:
-        with fenced("wf", engine_id=owner_id, epoch=1):
+        with fenced(Fence("wf", owner_id, 1)):
             WorkflowEvent.objects.create(run_id="wf", seq=1, kind="step", epoch=1)
             inside.set()
             assert finish.wait(10)
@@ -321,7 +322,7 @@ def test_a_takeover_waits_for_an_open_fenced_write_to_commit(engines):
     assert list(WorkflowEvent.objects.values_list("seq", "epoch")) == [(1, 1)]
     with (
         pytest.raises(EngineDeposedError),
-        fenced("wf", engine_id=owner_id, epoch=1),
+        fenced(Fence("wf", owner_id, 1)),
     ):
         WorkflowEvent.objects.create(run_id="wf", seq=2, kind="step", epoch=1)
     assert WorkflowEvent.objects.count() == 1
@@ -335,7 +336,7 @@ def test_a_fenced_write_waiting_on_an_uncommitted_takeover_is_refused(engines):
         return takeover_held_open(rival_id, owner_id, taken, commit)
 
     def owner_write() -> None:
-        with fenced("wf", engine_id=owner_id, epoch=1):
+        with fenced(Fence("wf", owner_id, 1)):
             WorkflowEvent.objects.create(run_id="wf", seq=1, kind="step", epoch=1)
 
     rival_thread, rival_box = in_thread(rival_takeover)
@@ -365,11 +366,7 @@ def test_a_one_statement_fenced_insert_waiting_on_an_uncommitted_takeover_insert
 
     def owner_insert() -> Any:
         return fenced_insert(
-            "default",
-            workflow_id="wf",
-            engine_id=owner_id,
-            epoch=1,
-            rows=[_event_row(1, 1, owner_id)],
+            "default", Fence("wf", owner_id, 1), Checkpoint([_event_row(1, 1, owner_id)])
         )
 
     rival_thread, rival_box = in_thread(rival_takeover)
@@ -392,10 +389,8 @@ def test_a_one_statement_fenced_insert_holds_off_a_takeover_until_it_commits(eng
         with transaction.atomic():
             inserted = fenced_insert(
                 "default",
-                workflow_id="wf",
-                engine_id=owner_id,
-                epoch=1,
-                rows=[_event_row(1, 1, owner_id), _event_row(2, 1, owner_id)],
+                Fence("wf", owner_id, 1),
+                Checkpoint([_event_row(1, 1, owner_id), _event_row(2, 1, owner_id)]),
             )
             inside.set()
             assert finish.wait(10)

@@ -34,6 +34,7 @@ from weft_django.ownership.claims.results import (
 from weft_django.ownership.claims.revoke import revoke_statement
 from weft_django.ownership.leases.engines import register_engine
 from weft_django.ownership.writes.fence import fenced
+from weft_django.ownership.writes.requests import Fence
 
 from ..conftest import FakeClock, FakeMonotonic
 
@@ -287,7 +288,7 @@ class OwnershipMachine(RuleBasedStateMachine):
         allowed = self.claims[workflow_id] == (epoch, engine_id)
         self.seq += 1
         try:
-            with fenced(workflow_id, engine_id=engine_id, epoch=epoch):
+            with fenced(Fence(workflow_id, engine_id, epoch)):
                 WorkflowEvent.objects.create(
                     run_id=workflow_id, seq=self.seq, kind="step", engine_id=engine_id, epoch=epoch
                 )

@@ -16,6 +16,7 @@ from weft_django.models import Claim, WorkflowEvent, WorkflowRun
 from weft_django.ownership.clock import db_now
 from weft_django.ownership.writes import cursor as statements
 from weft_django.ownership.writes.cursor import hot_cursor, prepares
+from weft_django.ownership.writes.requests import Fence, Finish, Stamp
 from weft_django.ownership.writes.single import (
     FencedWrite,
     fenced_finish,
@@ -138,20 +139,19 @@ def test_prepared_or_not_writes_and_finishes_land_only_under_their_claim(prepare
     assert WorkflowEvent.objects.filter(run_id="held").count() == 3
     assert not WorkflowEvent.objects.exclude(run_id="held").exists()
 
-    def finish(run_id: str, epoch: int) -> bool | None:
+    def finish(run_id: str, epoch: int) -> bool:
         return fenced_finish(
             "default",
-            workflow_id=run_id,
-            engine_id=mine.id,
-            epoch=epoch,
-            rows=[],
-            status="completed",
-            result_json="1",
-            error_json=None,
-            parent_id="",
-            stamp="clock_timestamp()",
-            now=db_now,
-            response_ttl=300.0,
+            Fence(run_id, mine.id, epoch),
+            Finish(
+                [],
+                status="completed",
+                result_json="1",
+                error_json=None,
+                parent_id="",
+                response_ttl=300.0,
+                stamp=Stamp("clock_timestamp()", db_now),
+            ),
         )
 
     assert finish("stale", 1) is False

@@ -49,6 +49,16 @@ if TYPE_CHECKING:
     )
     from .passes.signal_poll import has_buffered_signal, signal_poll_pass, signal_stranded
     from .passes.update_poll import has_pending_update, update_poll_pass, update_stranded
+    from .writes.requests import (
+        Checkpoint,
+        Fence,
+        Finish,
+        Form,
+        Park,
+        SignalTake,
+        Stamp,
+        TakeSignal,
+    )
 
 # name -> the module (under this package) that defines it; "" for a submodule.
 _FACE = {
@@ -103,6 +113,15 @@ _FACE = {
     "has_pending_update": "passes.update_poll",
     "update_poll_pass": "passes.update_poll",
     "update_stranded": "passes.update_poll",
+    # Fenced writes: the token and the one-statement requests
+    "Fence": "writes.requests",
+    "Form": "writes.requests",
+    "Stamp": "writes.requests",
+    "Checkpoint": "writes.requests",
+    "Park": "writes.requests",
+    "Finish": "writes.requests",
+    "TakeSignal": "writes.requests",
+    "SignalTake": "writes.requests",
     # Metrics (a module: weft's Prometheus registry)
     "metrics": "",
 }
@@ -153,6 +172,14 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "has_pending_update",
     "update_poll_pass",
     "update_stranded",
+    "Fence",
+    "Form",
+    "Stamp",
+    "Checkpoint",
+    "Park",
+    "Finish",
+    "TakeSignal",
+    "SignalTake",
     "metrics",
 ]
 

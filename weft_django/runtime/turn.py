@@ -24,6 +24,7 @@ from ..models import (
     WorkflowRun,
     WorkflowSignal,
 )
+from ..ownership import Form, TakeSignal
 from .backoff import is_transient
 from .payload import check_decoded, encode, encode_call
 from .port import HALTED, Abandon, Event, PendingUpdate
@@ -131,24 +132,22 @@ class Turn(RunWrites):
         """The woken turn's consume as one fenced statement, where the strategy
         has one; None: not taken that way (no such form, or a concurrent consumer:
         the transactional loop looks again)."""
-        taken = None
-
-        def take() -> bool | None:
-            nonlocal taken
-            taken = self.ownership.take_signal_fenced(
-                self.run_id,
-                self.epoch,
-                name=name,
-                seq=seq,
-                rows=self._event_rows(pending),
-                created_at=timezone.now(),
-                running_since=None if self.status == RunStatus.RUNNING else (self.timeout_at,),
-                stamp=self.host.db_stamp(),
-                now=self.now,
-            )
-            return None if taken is None else taken.held
-
-        if not self._one_statement(take) or taken is None or not taken.taken:
+        if Form.TAKE_SIGNAL not in self.ownership.one_statement:
+            return None
+        mark_running = self.status != RunStatus.RUNNING
+        request = TakeSignal(
+            name,
+            seq,
+            self._event_rows(pending),
+            created_at=timezone.now(),
+            mark_running=mark_running,
+            wake_at=self.timeout_at if mark_running else None,
+            stamp=self._stamp(),
+        )
+        taken = self._statement(self.ownership.take_signal_fenced, request)
+        if not taken.held:
+            raise self._deposed()
+        if not taken.taken:
             return None
         self.status = RunStatus.RUNNING
         payload = check_decoded(taken.payload, f"payload of signal {name!r}")

@@ -15,9 +15,11 @@ Error contract, for every implementation:
   what they won and skip the rest.
 * :meth:`Ownership.fenced` raises :class:`~weft_django.exceptions.EngineDeposedError`
   when this engine no longer owns the run; the whole transaction is rolled
-  back. The one-statement forms return ``False`` for the same case and
-  ``None`` when the mode or the database has no such form (then the caller
-  uses :meth:`~Ownership.fenced`).
+  back. The one-statement forms return ``False`` for the same case (nothing
+  written). Which of them a strategy has it says once, in
+  :attr:`Ownership.one_statement`; asked for one it does not have, it raises
+  :class:`~weft_django.ownership.writes.requests.NoOneStatementForm` (the
+  caller checks first, and uses :meth:`~Ownership.fenced` instead).
 * Database errors propagate (``django.db.DatabaseError``): the host decides
   whether to retry, and the claim is kept.
 """
@@ -28,7 +30,7 @@ import abc
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ...conf import WORKFLOW_LEASE, Timing, WeftSettings
 from ...exceptions import WeftSecondEngineWarning, warn
@@ -41,7 +43,19 @@ from ..leases.engines import register_engine
 from ..leases.state import live_engines
 from ..passes.outcomes import Outcome, PassResult
 from ..passes.reclaim import acquire_stranded
-from ..writes.wake import SignalTake
+from ..writes.requests import (
+    Checkpoint,
+    Fence,
+    Finish,
+    Form,
+    NoOneStatementForm,
+    Park,
+    SignalTake,
+    TakeSignal,
+)
+
+#: The one-statement forms of a strategy that has none (mode ``lease``).
+NO_FORMS: frozenset[Form] = frozenset()
 
 
 class Ownership(abc.ABC):
@@ -174,39 +188,46 @@ class Ownership(abc.ABC):
 
     # -- fenced writes --------------------------------------------------------------
 
+    def fence_for(self, run_id: str, epoch: int) -> Fence:
+        """The fencing token of this engine's writes to ``run_id`` at ``epoch``."""
+        return Fence(run_id, self.engine_id, epoch)
+
     @abc.abstractmethod
     @contextmanager
-    def fenced(self, run_id: str, epoch: int) -> Iterator[None]:
-        """A transaction whose writes commit only while this engine owns ``run_id``."""
+    def fenced(self, fence: Fence) -> Iterator[None]:
+        """A transaction whose writes commit only while ``fence`` holds."""
 
-    def insert_fenced(
-        self,
-        run_id: str,
-        epoch: int,
-        rows: list[tuple[Any, ...]],
-        mark_running: tuple[str, datetime | None] | None,
-    ) -> bool | None:
-        """Insert event rows proving ownership in the same statement (see
-        :func:`~weft_django.ownership.writes.single.fenced_insert`); None: no such form."""
-        return None
+    @property
+    def one_statement(self) -> frozenset[Form]:
+        """The writes this strategy has in one statement (on its database), each
+        one of the methods below; the caller writes the others in :meth:`fenced`.
+        Here: none."""
+        return NO_FORMS
 
-    def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+    def insert_fenced(self, fence: Fence, checkpoint: Checkpoint) -> bool:
+        """A step's checkpoint as one statement (:data:`Form.CHECKPOINT`, or
+        ``CHECKPOINT_RUNNING`` when it marks the run running; see
+        :func:`~weft_django.ownership.writes.single.fenced_insert`): False when
+        ``fence`` did not hold."""
+        raise NoOneStatementForm(checkpoint.form, f"mode {self.name!r}")
+
+    def finish_fenced(self, fence: Fence, finish: Finish) -> bool:
         """The terminal commit as one statement (see
-        :func:`~weft_django.ownership.writes.single.fenced_finish`); None: no such form."""
-        return None
+        :func:`~weft_django.ownership.writes.single.fenced_finish`)."""
+        raise NoOneStatementForm(finish.form, f"mode {self.name!r}")
 
-    def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+    def park_fenced(self, fence: Fence, park: Park) -> bool:
         """Parking as one statement (see
-        :func:`~weft_django.ownership.writes.single.fenced_write_many`); None: no such form."""
-        return None
+        :func:`~weft_django.ownership.writes.single.fenced_write_many`)."""
+        raise NoOneStatementForm(park.form, f"mode {self.name!r}")
 
-    def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
+    def take_signal_fenced(self, fence: Fence, take: TakeSignal) -> SignalTake:
         """Consume a signal and record it as one fenced statement (see
-        :func:`~weft_django.ownership.writes.wake.fenced_take_signal`); None: no such form."""
-        return None
+        :func:`~weft_django.ownership.writes.wake.fenced_take_signal`)."""
+        raise NoOneStatementForm(take.form, f"mode {self.name!r}")
 
     @abc.abstractmethod
-    def release_in_commit(self, run_id: str, epoch: int) -> None:
+    def release_in_commit(self, fence: Fence) -> None:
         """Inside a terminal or suspend commit: the claim's release, in that transaction."""
 
     # -- selection ------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ..passes.outcomes import Outcome, PassResult
 from ..passes.signal_poll import held_with_buffered_signal
 from ..passes.update_poll import held_with_pending_updates
 from ..writes.fence import fenced_by_global_lease
+from ..writes.requests import Fence
 from .base import Ownership
 
 logger = logging.getLogger("weft_django.ownership")
@@ -90,14 +91,13 @@ class GlobalLeaseOwnership(Ownership):
     def check_wake(self, run_id: str, wake_kind: str) -> bool:
         return self.lease.held
 
-    def release_in_commit(self, run_id: str, epoch: int) -> None:
+    def release_in_commit(self, fence: Fence) -> None:
         """Nothing to release: no per-run claim was taken."""
 
     @contextmanager
-    def fenced(self, run_id: str, epoch: int) -> Iterator[None]:
-        with fenced_by_global_lease(
-            run_id, engine_id=self.engine_id, epoch=epoch, using=self.using
-        ):
+    def fenced(self, fence: Fence) -> Iterator[None]:
+        """Proven by the global lease; no one-statement forms (:attr:`one_statement`)."""
+        with fenced_by_global_lease(fence, using=self.using):
             yield
 
     # -- selection ------------------------------------------------------------------

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any
+from functools import cached_property
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from ...conf import NO_OWNERSHIP
+from ..writes.requests import Checkpoint, Fence, Finish, Form, NoOneStatementForm, forms_on
 from .workflow_lease import WorkflowLeaseOwnership
+
+#: The one-statement forms of this mode (those the database has).
+NO_OWNERSHIP_FORMS = frozenset({Form.PARK, Form.TAKE_SIGNAL})
 
 
 class NoOwnership(WorkflowLeaseOwnership):
@@ -30,18 +33,19 @@ class NoOwnership(WorkflowLeaseOwnership):
     short_lived_drives = False
 
     @contextmanager
-    def fenced(self, run_id: str, epoch: int) -> Iterator[None]:
+    def fenced(self, fence: Fence) -> Iterator[None]:
         with transaction.atomic(using=self.using):
             yield
 
-    def insert_fenced(
-        self,
-        run_id: str,
-        epoch: int,
-        rows: list[tuple[Any, ...]],
-        mark_running: tuple[str, datetime | None] | None,
-    ) -> bool | None:
-        return None
+    @cached_property
+    def one_statement(self) -> frozenset[Form]:
+        """The park and the signal take only, where the database has them: those
+        statements still check the claim (which this mode's engine holds); the
+        checkpoint and the terminal commit are written unfenced in :meth:`fenced`."""
+        return forms_on(connections[self.using].vendor) & NO_OWNERSHIP_FORMS
 
-    def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
-        return None
+    def insert_fenced(self, fence: Fence, checkpoint: Checkpoint) -> bool:
+        raise NoOneStatementForm(checkpoint.form, f"mode {self.name!r}")
+
+    def finish_fenced(self, fence: Fence, finish: Finish) -> bool:
+        raise NoOneStatementForm(finish.form, f"mode {self.name!r}")

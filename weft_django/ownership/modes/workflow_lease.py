@@ -12,7 +12,6 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
-from typing import Any
 
 from django.db import connections
 
@@ -27,8 +26,19 @@ from ..passes.signal_poll import held_with_buffered_signal
 from ..passes.update_poll import held_with_pending_updates
 from ..writes.fence import fenced
 from ..writes.group import GroupCommit
+from ..writes.requests import (
+    Checkpoint,
+    Fence,
+    Finish,
+    Form,
+    NoOneStatementForm,
+    Park,
+    SignalTake,
+    TakeSignal,
+    forms_on,
+)
 from ..writes.single import FencedWrite, fenced_finish, fenced_insert
-from ..writes.wake import SignalTake, fenced_take_signal
+from ..writes.wake import fenced_take_signal
 from .base import Ownership
 
 
@@ -72,9 +82,14 @@ class WorkflowLeaseOwnership(Ownership):
     # -- fenced writes --------------------------------------------------------------
 
     @contextmanager
-    def fenced(self, run_id: str, epoch: int) -> Iterator[None]:
-        with fenced(run_id, engine_id=self.engine_id, epoch=epoch, using=self.using):
+    def fenced(self, fence: Fence) -> Iterator[None]:
+        with fenced(fence, using=self.using):
             yield
+
+    @cached_property
+    def one_statement(self) -> frozenset[Form]:
+        """Every form its database has (:func:`~..writes.requests.forms_on`)."""
+        return forms_on(connections[self.using].vendor)
 
     @cached_property
     def group(self) -> GroupCommit | None:
@@ -83,54 +98,24 @@ class WorkflowLeaseOwnership(Ownership):
             return None
         return GroupCommit(self.using, self.engine_id)
 
-    def insert_fenced(
-        self,
-        run_id: str,
-        epoch: int,
-        rows: list[tuple[Any, ...]],
-        mark_running: tuple[str, datetime | None] | None,
-    ) -> bool | None:
+    def insert_fenced(self, fence: Fence, checkpoint: Checkpoint) -> bool:
         if self.group is not None:
-            wake_at = None if mark_running is None else mark_running[1]
-            request = FencedWrite(
-                run_id, epoch, rows, wake_at=wake_at, mark_running=mark_running is not None
-            )
-            return self.group.write(request)
-        return fenced_insert(
-            self.using,
-            workflow_id=run_id,
-            engine_id=self.engine_id,
-            epoch=epoch,
-            rows=rows,
-            mark_running=mark_running,
-        )
+            return self.group.write(FencedWrite.of_checkpoint(fence, checkpoint))
+        return fenced_insert(self.using, fence, checkpoint)
 
-    def finish_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
-        return fenced_finish(
-            self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
-        )
+    def finish_fenced(self, fence: Fence, finish: Finish) -> bool:
+        return fenced_finish(self.using, fence, finish)
 
-    def park_fenced(self, run_id: str, epoch: int, **values: Any) -> bool | None:
+    def park_fenced(self, fence: Fence, park: Park) -> bool:
         if self.group is None:
-            return None
-        request = FencedWrite(
-            run_id,
-            epoch,
-            values["rows"],
-            waiting_on_json=values["waiting_on_json"],
-            wake_at=values["wake_at"],
-            hint_seen=values.get("hint_seen"),
-            stamped_at=None if values.get("stamp") else values["now"](),
-        )
-        return self.group.write(request)
+            raise NoOneStatementForm(park.form, connections[self.using].vendor)
+        return self.group.write(FencedWrite.of_park(fence, park))
 
-    def take_signal_fenced(self, run_id: str, epoch: int, **values: Any) -> SignalTake | None:
-        return fenced_take_signal(
-            self.using, workflow_id=run_id, engine_id=self.engine_id, epoch=epoch, **values
-        )
+    def take_signal_fenced(self, fence: Fence, take: TakeSignal) -> SignalTake:
+        return fenced_take_signal(self.using, fence, take)
 
-    def release_in_commit(self, run_id: str, epoch: int) -> None:
-        release_held(self.using, run_id, self.engine_id, epoch, ended=True)
+    def release_in_commit(self, fence: Fence) -> None:
+        release_held(self.using, fence.workflow_id, fence.engine_id, fence.epoch, ended=True)
 
     # -- selection ------------------------------------------------------------------
 

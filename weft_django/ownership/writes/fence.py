@@ -8,7 +8,7 @@ no-op conditional UPDATE that takes the write lock instead. Either way the
 check and every write after it commit together or not at all; a failed check
 raises :class:`~weft_django.exceptions.EngineDeposedError` and rolls back
 everything done inside the block, user ORM writes included. The same proof
-inside a single statement, for the hot writes: :mod:`.fenced_writes`.
+inside a single statement, for the hot writes: :mod:`.single`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from django.db.models import F
 
 from ...exceptions import EngineDeposedError
 from ...models import Claim, GlobalLease, db_for
+from .requests import Fence
 
 # The locking read that proves a fence row, per vendor and row. MySQL/MariaDB
 # lock the claim exclusively: a fenced transaction may release the claim
@@ -35,12 +36,7 @@ LOCKING_READS = {
 
 
 def _holds(
-    using: str,
-    model: type[Claim] | type[GlobalLease],
-    key: str,
-    value: str | int,
-    engine_id: str,
-    epoch: int,
+    using: str, model: type[Claim] | type[GlobalLease], key: str, value: str | int, fence: Fence
 ) -> bool:
     connection = connections[using]
     locking = LOCKING_READS.get(connection.vendor)
@@ -52,33 +48,29 @@ def _holds(
             cursor.execute(
                 f"SELECT 1 FROM {table} WHERE {column} = %s AND holder_id = %s "
                 f"AND epoch = %s {locking[model]}",
-                [value, engine_id, epoch],
+                [value, fence.engine_id, fence.epoch],
             )
             return cursor.fetchone() is not None
-    filters = {key: value, "holder_id": engine_id, "epoch": epoch}
+    filters = {key: value, "holder_id": fence.engine_id, "epoch": fence.epoch}
     return model.objects.using(using).filter(**filters).update(epoch=F("epoch")) == 1
 
 
 @contextmanager
-def fenced(
-    workflow_id: str, *, engine_id: str, epoch: int, using: str | None = None
-) -> Iterator[None]:
-    """``with fenced(...):`` run writes that only the holder of the run's claim
-    at ``epoch`` may commit."""
+def fenced(fence: Fence, *, using: str | None = None) -> Iterator[None]:
+    """``with fenced(fence):`` run writes that only the holder of the run's claim
+    at the fence's epoch may commit."""
     using = db_for(using)
     with transaction.atomic(using=using):
-        if not _holds(using, Claim, "workflow_id", workflow_id, engine_id, epoch):
-            raise EngineDeposedError(workflow_id)
+        if not _holds(using, Claim, "workflow_id", fence.workflow_id, fence):
+            raise EngineDeposedError(fence.workflow_id)
         yield
 
 
 @contextmanager
-def fenced_by_global_lease(
-    workflow_id: str, *, engine_id: str, epoch: int, using: str | None = None
-) -> Iterator[None]:
-    """The same, proven by the global lease of mode ``lease`` at ``epoch``."""
+def fenced_by_global_lease(fence: Fence, *, using: str | None = None) -> Iterator[None]:
+    """The same, proven by the global lease of mode ``lease`` at the fence's epoch."""
     using = db_for(using)
     with transaction.atomic(using=using):
-        if not _holds(using, GlobalLease, "id", 1, engine_id, epoch):
-            raise EngineDeposedError(workflow_id)
+        if not _holds(using, GlobalLease, "id", 1, fence):
+            raise EngineDeposedError(fence.workflow_id)
         yield

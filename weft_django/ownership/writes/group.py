@@ -1,7 +1,7 @@
 """Group commit: the fenced writes of one engine's concurrent turns, one statement.
 
 A step checkpoint and a park are each one fenced statement
-(:func:`.fenced_writes.fenced_write_many`): prove the claim, insert the turn's
+(:func:`.single.fenced_write_many`): prove the claim, insert the turn's
 events, and for a park move the run to ``waiting``. When
 many turns write at once (a burst of new runs that park, a worker's threads
 each running steps), each of those statements is its own commit, and the

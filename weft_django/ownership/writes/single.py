@@ -4,21 +4,24 @@ Where :func:`.fence.fenced` proves the claim with a locking read and then
 writes in the same transaction, these statements carry the proof themselves:
 the claim's check (holder and epoch, its row locked to commit) or its
 conditional release gates every other part of the statement, so the writes
-commit only under the claim, in one round trip.
+commit only under the claim, in one round trip. Each takes a
+:class:`~.requests.Fence` and a request (:mod:`.requests`) and answers True
+(written) or False (the fence did not hold: nothing written); a database
+without the form raises :class:`~.requests.NoOneStatementForm`.
 
-- :func:`fenced_insert`: a step's checkpoint (events as rows of
-  :data:`EVENT_COLUMNS`), on every database that has the form.
+- :func:`fenced_insert`: a step's :class:`~.requests.Checkpoint`, on every
+  database that has the form.
 - PostgreSQL: the checkpoints and parks of one run or of a group
   (:func:`fenced_write_many`, :class:`FencedWrite`), the terminal commit
-  (:func:`fenced_finish`), both through :func:`.statements.hot_cursor`; and
-  the CTE pieces (:func:`fence_cte`, :func:`events_cte`, :func:`stamp_sql`)
-  that :mod:`.wake_writes` shares.
+  (:func:`fenced_finish`), both through :func:`.cursor.hot_cursor`; and the
+  CTE pieces (:func:`fence_cte`, :func:`events_cte`, :func:`add_events`) that
+  :mod:`.wake` shares.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,59 +31,45 @@ from django.db import DatabaseError, connections
 from ...models import Claim, UpdateRequest, WorkflowEvent, WorkflowRun
 from ..claims.release import ENDED_SQL as RELEASED_ENDED
 from .cursor import hot_cursor
-
-EVENT_COLUMNS = (
-    "run_id",
-    "seq",
-    "kind",
-    "name",
-    "result",
-    "error",
-    "engine_id",
-    "epoch",
-    "created_at",
+from .requests import (
+    EVENT_COLUMNS,
+    Checkpoint,
+    EventRow,
+    Fence,
+    Finish,
+    Form,
+    NoOneStatementForm,
+    Park,
 )
 
 
-def fenced_insert(
-    using: str,
-    *,
-    workflow_id: str,
-    engine_id: str,
-    epoch: int,
-    rows: list[tuple[Any, ...]],
-    mark_running: tuple[str, datetime | None] | None = None,
-) -> bool | None:
-    """Insert event rows *and* prove ownership in one statement (one round trip).
+def fenced_insert(using: str, fence: Fence, checkpoint: Checkpoint) -> bool:
+    """Insert a checkpoint's event rows *and* prove ``fence`` in one statement
+    (one round trip): True when inserted, False when the engine no longer holds
+    the run at its epoch (nothing was inserted).
 
-    ``mark_running=(stamp_sql, wake_at)`` also moves the run to ``running`` in
-    the same statement (PostgreSQL only; elsewhere None is returned for it).
-
-    ``rows`` are tuples in :data:`EVENT_COLUMNS` order with JSON already
-    encoded as text. The claim check is part of the INSERT: on PostgreSQL a
-    ``FOR SHARE`` lock in a CTE, on MySQL/MariaDB a ``LOCK IN SHARE MODE`` join
-    of the claim row (a concurrent takeover waits, or we see its result and
-    insert nothing; without the lock clause MySQL's INSERT ... SELECT reads the
-    claim as a snapshot under READ COMMITTED); on SQLite the statement runs
-    under the database's single write lock. Returns True when inserted, False
-    when this engine no longer holds the claim at ``epoch``, None when the
-    backend has no single-statement form (use :func:`fenced`).
+    ``checkpoint.mark_running`` also moves the run to ``running`` in the same
+    statement (PostgreSQL only: :data:`~.requests.Form.CHECKPOINT_RUNNING`).
+    The claim check is part of the INSERT: on PostgreSQL a ``FOR SHARE`` lock
+    in a CTE, on MySQL/MariaDB a ``LOCK IN SHARE MODE`` join of the claim row
+    (a concurrent takeover waits, or we see its result and insert nothing;
+    without the lock clause MySQL's INSERT ... SELECT reads the claim as a
+    snapshot under READ COMMITTED); on SQLite the statement runs under the
+    database's single write lock. A database without the form
+    (:func:`~.requests.forms_on`) raises
+    :class:`~.requests.NoOneStatementForm`: the caller uses :func:`.fence.fenced`.
     """
     connection = connections[using]
+    if connection.vendor == "postgresql":
+        request = FencedWrite.of_checkpoint(fence, checkpoint)
+        written = fenced_write_many(using, engine_id=fence.engine_id, requests=[request])
+        return written == {fence.workflow_id}
     quote = connection.ops.quote_name
     event_table = quote(WorkflowEvent._meta.db_table)
     claim_table = quote(Claim._meta.db_table)
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
-    if connection.vendor == "postgresql":
-        request = FencedWrite(
-            workflow_id,
-            epoch,
-            rows,
-            wake_at=None if mark_running is None else mark_running[1],
-            mark_running=mark_running is not None,
-        )
-        return fenced_write_many(using, engine_id=engine_id, requests=[request]) == {workflow_id}
-    if connection.vendor == "sqlite" and mark_running is None:
+    rows = checkpoint.rows
+    if connection.vendor == "sqlite" and not checkpoint.mark_running:
         one = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
         sql = (
             f"INSERT INTO {event_table} ({columns}) "
@@ -88,7 +77,7 @@ def fenced_insert(
             f"WHERE EXISTS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
             "AND holder_id = %s AND epoch = %s)"
         )
-    elif connection.vendor == "mysql" and mark_running is None:
+    elif connection.vendor == "mysql" and not checkpoint.mark_running:
         # A derived table of SELECTs (MariaDB and MySQL spell VALUES rows apart).
         first = ", ".join(f"%s AS c{index}" for index in range(len(EVENT_COLUMNS)))
         more = " UNION ALL SELECT " + ", ".join(["%s"] * len(EVENT_COLUMNS))
@@ -99,8 +88,8 @@ def fenced_insert(
             "AND fence.holder_id = %s AND fence.epoch = %s LOCK IN SHARE MODE"
         )
     else:
-        return None
-    params = [*_adapted(connection, rows), workflow_id, engine_id, epoch]
+        raise NoOneStatementForm(checkpoint.form, connection.vendor)
+    params = [*_adapted(connection, rows), *fence.params()]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         inserted = cursor.rowcount
@@ -111,7 +100,7 @@ def fenced_insert(
     raise DatabaseError(f"fenced insert wrote {inserted} of {len(rows)} events")
 
 
-def _adapted(connection: Any, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
+def _adapted(connection: Any, rows: Sequence[EventRow]) -> Iterator[Any]:
     """Row values as query parameters, datetimes as the backend stores them."""
     for row in rows:
         for value in row:
@@ -121,7 +110,7 @@ def _adapted(connection: Any, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
                 yield value
 
 
-def events_cte(connection: Any, rows: list[tuple[Any, ...]], join: str) -> tuple[str, list[Any]]:
+def events_cte(connection: Any, rows: Sequence[EventRow], join: str) -> tuple[str, list[Any]]:
     """PostgreSQL: the CTE ``ins`` inserting ``rows`` (EVENT_COLUMNS order, the
     VALUES aliased ``e``) joined to their gate by ``join``: ``CROSS JOIN rel``
     inserts them only when the CTE ``rel`` has a row, ``JOIN fence ON
@@ -138,7 +127,7 @@ def events_cte(connection: Any, rows: list[tuple[Any, ...]], join: str) -> tuple
 
 
 def add_events(
-    connection: Any, parts: list[str], params: list[Any], rows: list[tuple[Any, ...]], join: str
+    connection: Any, parts: list[str], params: list[Any], rows: Sequence[EventRow], join: str
 ) -> None:
     """Add the CTE ``ins`` for ``rows`` behind their gate (``join``, as for
     :func:`events_cte`) to a statement being built (nothing when there are no
@@ -150,8 +139,8 @@ def add_events(
 
 
 def fence_cte(connection: Any) -> str:
-    """PostgreSQL: the CTE ``fence``, one row while the claim holds (workflow id,
-    engine id and epoch as parameters), locked ``FOR SHARE`` to commit."""
+    """PostgreSQL: the CTE ``fence``, one row while the claim holds (its
+    parameters: :meth:`~.requests.Fence.params`), locked ``FOR SHARE`` to commit."""
     claim_table = connection.ops.quote_name(Claim._meta.db_table)
     return (
         f"WITH fence AS (SELECT 1 FROM {claim_table} WHERE workflow_id = %s "
@@ -159,40 +148,19 @@ def fence_cte(connection: Any) -> str:
     )
 
 
-def stamp_sql(stamp: str | None, now: Callable[[], datetime]) -> tuple[str, list[Any]]:
-    """SQL for "now" and its parameters: ``stamp`` as is, else ``now()`` passed."""
-    if stamp is None:
-        return "%s", [now()]
-    return stamp, []
-
-
-def fenced_finish(
-    using: str,
-    *,
-    workflow_id: str,
-    engine_id: str,
-    epoch: int,
-    rows: list[tuple[Any, ...]],
-    status: str,
-    result_json: str | None,
-    error_json: str | None,
-    parent_id: str,
-    stamp: str | None,
-    now: Callable[[], datetime],
-    response_ttl: float,
-) -> bool | None:
-    """The terminal commit of a run as one statement (PostgreSQL; None elsewhere).
+def fenced_finish(using: str, fence: Fence, finish: Finish) -> bool:
+    """The terminal commit of a run as one statement (PostgreSQL): True when
+    ``fence`` held and everything was written, False when nothing was.
 
     The claim's release (conditional on holder and epoch) *is* the fence: the
     other parts (last events, terminal status, closing open update requests,
-    the parent's wake hint) happen only if it released. ``stamp`` is the SQL
-    for "now" (``clock_timestamp()``); when None, ``now()`` is read and passed
-    as a parameter (an injected clock, a test time offset).
+    the parent's wake hint) happen only if it released. Elsewhere:
+    :class:`~.requests.NoOneStatementForm`.
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
-        return None
-    stamp, stamp_params = stamp_sql(stamp, now)
+        raise NoOneStatementForm(Form.FINISH, connection.vendor)
+    stamp, stamp_params = finish.stamp.sql_and_params()
     quote = connection.ops.quote_name
     claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
@@ -201,15 +169,18 @@ def fenced_finish(
         f"WITH rel AS (UPDATE {claim_table} SET {RELEASED_ENDED} "
         "WHERE workflow_id = %s AND holder_id = %s AND epoch = %s RETURNING 1)"
     ]
-    params: list[Any] = [workflow_id, engine_id, epoch]
-    add_events(connection, parts, params, rows, "CROSS JOIN rel")
+    params: list[Any] = fence.params()
+    add_events(connection, parts, params, finish.rows, "CROSS JOIN rel")
     parts.append(
         f"fin AS (UPDATE {run_table} SET status = %s, result = %s::jsonb, error = %s::jsonb, "
         f"waiting_on = NULL, wake_at = NULL, wake_hint_at = NULL, updated_at = {stamp}, "
         f"started_at = COALESCE(started_at, {stamp}), finished_at = {stamp} "
         "WHERE id = %s AND EXISTS (SELECT 1 FROM rel))"
     )
-    params.extend([status, result_json, error_json, *stamp_params * 3, workflow_id])
+    workflow_id = fence.workflow_id
+    params.extend(
+        [finish.status, finish.result_json, finish.error_json, *stamp_params * 3, workflow_id]
+    )
     parts.append(
         f"req AS (UPDATE {request_table} SET status = 'rejected', error = %s::jsonb, "
         f"responded_at = {stamp}, expires_at = {stamp} + %s * interval '1 second' "
@@ -218,49 +189,106 @@ def fenced_finish(
     )
     params.extend(
         [
-            json.dumps({"type": "WorkflowTerminal", "message": f"the run is {status}"}),
+            json.dumps({"type": "WorkflowTerminal", "message": f"the run is {finish.status}"}),
             *stamp_params,
             *stamp_params,
-            response_ttl,
+            finish.response_ttl,
             workflow_id,
         ]
     )
-    if parent_id:
+    if finish.parent_id:
         parts.append(
             f"par AS (UPDATE {run_table} SET wake_hint_at = {stamp} "
             "WHERE id = %s AND EXISTS (SELECT 1 FROM rel))"
         )
-        params.extend([*stamp_params, parent_id])
+        params.extend([*stamp_params, finish.parent_id])
     sql = ", ".join(parts) + " SELECT count(*) FROM rel"
     with hot_cursor(connection) as cursor:
         cursor.execute(sql, params)
         released = cursor.fetchone()[0]
-    return released == 1
+    return bool(released == 1)
 
 
-@dataclass
+#: The columns of :func:`write_many_statement`'s VALUES list ``v``: one row
+#: per :class:`FencedWrite`, as :meth:`FencedWrite.values`.
+V_COLUMNS = (
+    "workflow_id",
+    "epoch",
+    "park",
+    "waiting_on",
+    "wake_at",
+    "hint_seen",
+    "running",
+    "stamp",
+)
+
+
+@dataclass(slots=True)
 class FencedWrite:
-    """One turn's fenced write on PostgreSQL: its events (rows in
-    :data:`EVENT_COLUMNS` order, JSON encoded as text), and either its park
-    (``waiting_on_json`` set: the run moves to ``waiting`` until ``wake_at``)
-    or a step checkpoint, which may also move the run to ``running``
-    (``mark_running``, with its execution deadline as ``wake_at``).
-    ``stamped_at``: the time to stamp the run with, for an engine not on the
-    database clock (an injected clock, a test offset); None:
-    ``clock_timestamp()``."""
+    """One turn's fenced write on PostgreSQL, a row of the group statement: the
+    run and the epoch it is held at (the engine is the statement's), its
+    events (rows in :data:`EVENT_COLUMNS` order, JSON encoded as text), and
+    either its park (``waiting_on_json`` set: the run moves to ``waiting``
+    until ``wake_at``) or a step checkpoint, which may also move the run to
+    ``running`` (``mark_running``, with its execution deadline as
+    ``wake_at``). ``stamped_at``: the time to stamp the run with, for an
+    engine not on the database clock (an injected clock, a test offset);
+    None: ``clock_timestamp()``. Built from a request by :meth:`of_checkpoint`
+    and :meth:`of_park`. (Not frozen: it is built per write, and a frozen
+    dataclass's construction costs several times a plain one's.)"""
 
     workflow_id: str
     epoch: int
-    rows: list[tuple[Any, ...]]
+    rows: Sequence[EventRow]
     waiting_on_json: str | None = None
     wake_at: datetime | None = None
     hint_seen: datetime | None = None
     mark_running: bool = False
     stamped_at: datetime | None = None
 
+    @classmethod
+    def of_checkpoint(cls, fence: Fence, checkpoint: Checkpoint) -> FencedWrite:
+        """A checkpoint, stamped ``clock_timestamp()``."""
+        return cls(
+            fence.workflow_id,
+            fence.epoch,
+            checkpoint.rows,
+            None,
+            checkpoint.wake_at,
+            None,
+            checkpoint.mark_running,
+        )
+
+    @classmethod
+    def of_park(cls, fence: Fence, park: Park) -> FencedWrite:
+        """A park (``now()`` read here when the engine is not on the database clock)."""
+        return cls(
+            fence.workflow_id,
+            fence.epoch,
+            park.rows,
+            park.waiting_on_json,
+            park.wake_at,
+            park.hint_seen,
+            False,
+            park.stamp.value(),
+        )
+
     @property
     def parks(self) -> bool:
         return self.waiting_on_json is not None
+
+    def values(self) -> tuple[Any, ...]:
+        """This write's row of ``v``, in :data:`V_COLUMNS` order."""
+        return (
+            self.workflow_id,
+            self.epoch,
+            self.parks,
+            self.waiting_on_json,
+            self.wake_at,
+            self.hint_seen,
+            self.mark_running,
+            self.stamped_at,
+        )
 
 
 def fenced_write_many(using: str, *, engine_id: str, requests: list[FencedWrite]) -> set[str]:
@@ -288,7 +316,7 @@ def write_many_statement(
     """The SQL and parameters of :func:`fenced_write_many`. The text depends only
     on the number of requests and event rows and on whether any parks or marks
     its run running, so a connection that prepares statements
-    (:mod:`.statements`) plans each shape once."""
+    (:mod:`.cursor`) plans each shape once."""
     quote = connection.ops.quote_name
     claim_table = quote(Claim._meta.db_table)
     run_table = quote(WorkflowRun._meta.db_table)
@@ -298,19 +326,9 @@ def write_many_statement(
         values.append(
             "(%s, %s::bigint, %s, %s::jsonb, %s::timestamptz, %s::timestamptz, %s, %s::timestamptz)"
         )
-        params += [
-            request.workflow_id,
-            request.epoch,
-            request.parks,
-            request.waiting_on_json,
-            request.wake_at,
-            request.hint_seen,
-            request.mark_running,
-            request.stamped_at,
-        ]
+        params += request.values()
     parts = [
-        "WITH v (workflow_id, epoch, park, waiting_on, wake_at, hint_seen, running, stamp) AS "
-        f"(VALUES {', '.join(values)})",
+        f"WITH v ({', '.join(V_COLUMNS)}) AS (VALUES {', '.join(values)})",
         # An expression keeps the holder index out of the plan: a prepared
         # statement's generic plan, made without the values, must find each
         # claim by its run's id, never walk every claim the engine holds. The
