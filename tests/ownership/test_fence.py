@@ -243,7 +243,7 @@ def test_one_statement_insert_against_an_unheld_claim_writes_nothing(run, engine
 
     Claim.objects.create(workflow_id="wf", epoch=1, holder=None)
     written = fenced_insert(
-        "default", workflow_id="wf", engine_id=engine_id, epoch=1, rows=_rows("x", 1, 0)
+        "default", Fence("wf", engine_id, 1), Checkpoint(_rows("x", 1, 0))
     )
     assert written is False
     assert not WorkflowEvent.objects.exists()
