@@ -426,8 +426,8 @@ class Context:
             if recorded.error is not None:
                 raise WorkflowAlreadyExistsError(recorded.result or "")
             return ChildHandle(recorded.result, self._wait_child)
+        # Live, ``next_seq`` is the ``seq`` checked above: the id is checked already.
         child_id = workflow_id or f"{self.workflow_id}/child-{self._replay.next_seq}"
-        check_id(child_id, "child workflow_id", CHILD_ID)
         event = self._replay.new("child_start", definition.name, child_id)
         created = self._turn.start_child(
             self._replay.pending(), event, definition, child_id, args, kwargs
