@@ -497,3 +497,33 @@ def test_a_due_run_read_before_its_turn_ended_is_not_driven_again(start_worker, 
     wait_for(lambda: running.worker.pool.idle(), 5, "the queue to drain")
     time.sleep(0.2)  # ten more ticks: any second turn would have been queued by now
     assert drives.count(run_id) == 1
+
+
+def test_the_stop_signals_are_handled_before_the_engine_row_exists(
+    fast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM right after the engine registered (as a supervisor may send) is a
+    graceful stop: the handlers are in place before the row is written."""
+    from weft_django.worker import host
+
+    order: list[str] = []
+    monkeypatch.setattr(host, "on_stop_signals", lambda stop, grace: order.append("handlers"))
+    worker = Worker(once=True)
+    real_start = worker.engine.start
+
+    def start() -> object:
+        order.append("engine row")
+        return real_start()
+
+    monkeypatch.setattr(worker.engine, "start", start)
+    assert worker.run() == 0
+    assert order == ["handlers", "engine row"]
+
+
+def test_a_stop_asked_before_boot_ends_the_worker_cleanly(fast) -> None:
+    """stop() before run() (a signal that arrives while the worker boots): run()
+    returns 0 and the engine row it registered ends stopped."""
+    worker = Worker(install_signal_handlers=False)
+    worker.stop()
+    assert worker.run() == 0
+    assert Engine.objects.get(id=worker.engine.engine_id).status == EngineStatus.STOPPED

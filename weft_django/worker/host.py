@@ -149,9 +149,11 @@ class Worker:
     # -- boot -----------------------------------------------------------------------
 
     def _boot(self) -> None:
-        self.engine.start()
+        # The handlers first: once the engine row is registered, a SIGTERM (a
+        # supervisor, a deploy) must be a graceful stop, never the default kill.
         if self.install_signal_handlers:
             on_stop_signals(self.stop, self.shutdown_grace)
+        self.engine.start()
         connection = connections[self.using]
         logger.info(
             "weft worker %s started: host=%s pid=%d mode=%s database=%s:%s ttl=%gs "
