@@ -128,7 +128,9 @@ class Firer:
 
     def once(self) -> FireSummary | None:
         """One pass; None when another engine holds the lease."""
-        if not self.lease.try_acquire():
+        was_held = self.lease.held
+        # A holder whose lease lapsed (frozen past it) takes it again when it is free.
+        if not self.lease.try_acquire() and not (was_held and self.lease.try_acquire()):
             return None
         specs = self.specs()
         now = self.lease.now()
