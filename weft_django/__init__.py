@@ -108,6 +108,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "Context",
     "RetryPolicy",
     "Update",
+    "schedule",
     "workflow",
     # Starting and steering runs (any process)
     "WorkflowDescription",
@@ -123,8 +124,6 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "start",
     "suspend",
     "update",
-    # Schedules (cron; docs/schedules.md)
-    "schedule",
     "pause_schedule",
     "resume_schedule",
     "trigger_schedule",
