@@ -9,8 +9,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from weft_django.models import Schedule
 from tests.schedules.test_firing import ts_tick  # noqa: F401 (registers ts.tick)
+from weft_django.models import Schedule
 
 pytestmark = pytest.mark.django_db
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 import weft_django as weft
+from tests.conftest import FakeClock
 from weft_django import Context
 from weft_django.conf import Timing
 from weft_django.models import RunStatus, Schedule, ScheduleLease, WorkflowRun
 from weft_django.schedules.declare import ScheduleSpec
 from weft_django.schedules.firing import Firer
-from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.django_db
 
@@ -123,7 +123,7 @@ def test_catch_up_skip_still_fires_a_tick_late_by_a_takeover(tclock: FakeClock) 
 
 
 def test_catch_up_latest_fires_the_most_recent_missed_tick(tclock: FakeClock) -> None:
-    f, started = outage(tclock, catch_up="latest")
+    _, started = outage(tclock, catch_up="latest")
     assert started == ["schedule:every-minute:2026-01-01T00:11:00Z"]
 
 
