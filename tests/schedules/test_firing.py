@@ -53,7 +53,10 @@ def tclock() -> FakeClock:
     return FakeClock(T0)
 
 
-def test_each_tick_starts_one_run_with_the_contract_id(tclock: FakeClock) -> None:
+def test_each_tick_starts_one_run_with_the_contract_id(
+    tclock: FakeClock, metric: Callable[..., float]
+) -> None:
+    fired = metric("weft_schedule_ticks_fired_total", schedule="every-minute")
     f = firer(tclock, spec(args=("a",)))
     assert f.once().started == []  # synced: the first tick is the next minute
     assert Schedule.objects.get().next_tick == datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
@@ -67,6 +70,7 @@ def test_each_tick_starts_one_run_with_the_contract_id(tclock: FakeClock) -> Non
     assert row.next_tick == datetime(2026, 1, 1, 0, 3, tzinfo=UTC)
     run = WorkflowRun.objects.get(pk=row.last_run_id)
     assert (run.workflow_name, run.args) == ("ts.tick", ["a"])
+    assert metric("weft_schedule_ticks_fired_total", schedule="every-minute") - fired == 2
 
 
 def test_a_second_firing_of_a_tick_is_a_refused_duplicate(tclock: FakeClock) -> None:
