@@ -165,6 +165,7 @@ class Campaign:
         slot = self.rng.randrange(WORKERS)
         if self.args.schedules and self.rng.random() < 0.5:
             slot = self.firer_slot(slot)
+            self.faults["at the firer"] += 1
         process = self.slots[slot]
         if kind == "stop_in_txn":
             candidates = [p for p in self.slots if self.backends_of(p, idle_in_txn=True)]
@@ -346,7 +347,7 @@ class Campaign:
             ],
             [
                 [
-                    sum(self.faults.values()),
+                    sum(self.faults[kind] for kind in kinds),
                     *(self.faults[kind] for kind in kinds),
                     sum(self.exits.values()),
                     len(run_ids) * 2,
@@ -360,7 +361,10 @@ class Campaign:
             from weft_django.models import WorkflowRun
 
             ticks = WorkflowRun.objects.filter(pk__startswith=f"schedule:{SCHEDULE}:").count()
-            print(f"schedule {SCHEDULE}: {ticks} ticks started (one per second, each once)")
+            print(
+                f"schedule {SCHEDULE}: {ticks} ticks started (one per second, each once); "
+                f"{self.faults['at the firer']} faults aimed at the schedule lease's holder"
+            )
         for violation in violations[:200]:
             print(f"VIOLATION: {violation}")
         print(f"command: {command_line()}")
