@@ -43,11 +43,11 @@ def test_each_tick_started_once_across_a_sigkilled_firer(workers: Any, wait: Any
     started = [
         workers.start(name, settings=SETTINGS, concurrency=2, **TIMING) for name in ("a", "b")
     ]
-    wait(lambda: len(ticks()) >= 3 and holder(), 20, what="the first ticks")
+    wait(lambda: len(ticks()) >= 2 and holder(), 20, what="the first ticks")
     firer = workers.by_engine(holder())
     firer.kill()
     killed_at = len(ticks())
     survivor = next(p for p in started if p is not firer)
     wait(lambda: holder() == survivor.engine_id, 10, what="the takeover of the schedule lease")
-    wait(lambda: len(ticks()) >= killed_at + 4, 10, what="ticks after the takeover")
+    wait(lambda: len(ticks()) >= killed_at + 3, 10, what="ticks after the takeover")
     check_each_tick_once(ticks())
