@@ -163,7 +163,12 @@ BAD_DECLARATION, BAD_SETTING, UNKNOWN_WORKFLOW, BAD_ARGUMENTS = (
 def settings_specs(raw: Any = None) -> tuple[list[ScheduleSpec], list[tuple[str, str]]]:
     """The schedules of ``WEFT["SCHEDULES"]`` and what is wrong with them
     (``(check id, message)`` pairs)."""
-    value = raw_settings().get("SCHEDULES") if raw is None else raw
+    if raw is None:
+        try:
+            raw = raw_settings().get("SCHEDULES")
+        except WeftConfigurationError:
+            return [], []  # WEFT itself is not a dict: weft.E001 says so
+    value = raw
     if value is None:
         return [], []
     if not isinstance(value, Mapping):
