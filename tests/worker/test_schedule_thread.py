@@ -4,6 +4,7 @@ time, waits for the next tick, releases the lease when the worker stops."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from collections.abc import Callable
 
 import pytest
@@ -37,3 +38,16 @@ def test_one_firer_waits_for_the_next_tick_and_releases_at_stop(
     stop.set()
     first()  # the loop ends at once and releases the lease
     assert ScheduleLease.objects.values_list("holder", flat=True).get() == ""
+
+
+def test_a_tick_that_cannot_start_is_retried_a_renew_interval_later(
+    weft_settings: Callable[..., None],
+) -> None:
+    weft_settings(SCHEDULES={"broken": {"workflow": "not.registered", "cron": "* * * * * *"}})
+    loop = ScheduleLoop("w1", TIMING, threading.Event())
+    loop.once()
+    due = loop.firer.lease.now().replace(microsecond=0) - timedelta(seconds=1)
+    Schedule.objects.update(next_tick=due)  # due now, and it fails
+    summary = loop.once()
+    assert summary is not None and summary.errors == 1
+    assert loop.wait() == 1.0  # no busy loop on a tick that keeps failing

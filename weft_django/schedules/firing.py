@@ -120,6 +120,7 @@ class Firer:
         self.lease = ScheduleLeaseManager(engine_id, timing, using=self.using, clock=clock)
         self.specs = specs
         self._synced_token: int | None = None
+        self._names: frozenset[str] = frozenset()
 
     @property
     def late_after(self) -> timedelta:
@@ -133,6 +134,7 @@ class Firer:
         if not self.lease.try_acquire() and not (was_held and self.lease.try_acquire()):
             return None
         specs = self.specs()
+        self._names = frozenset(specs)
         now = self.lease.now()
         if self._synced_token != self.lease.token:  # just acquired: sync first
             sync(specs, now, using=self.using)
@@ -155,10 +157,12 @@ class Firer:
         return summary
 
     def next_due(self) -> datetime | None:
-        """The earliest tick (or queued tick) of an unpaused schedule."""
-        rows = Schedule.objects.using(self.using).filter(paused=False)
-        ticks = [t for pair in rows.values_list("next_tick", "queued_tick") for t in pair if t]
-        return min(ticks, default=None)
+        """The earliest next tick of a declared, unpaused schedule (a queued tick
+        waits on its previous run, which the pass checks every renew interval)."""
+        rows = Schedule.objects.using(self.using).filter(
+            paused=False, name__in=list(self._names), next_tick__isnull=False
+        )
+        return rows.order_by("next_tick").values_list("next_tick", flat=True).first()
 
     # -- one schedule ----------------------------------------------------------------
 

@@ -51,6 +51,7 @@ class ScheduleLoop:
             safely("release the schedule lease", self.firer.lease.release)
 
     def once(self) -> FireSummary | None:
+        self.last = None
         summary = self.firer.once()
         if summary is not None:
             self.last = summary
@@ -58,11 +59,12 @@ class ScheduleLoop:
         return summary
 
     def wait(self) -> float:
-        """Seconds to the next due tick when holding the lease (at most a renew
-        interval, the cadence at which the lease is renewed or tried)."""
+        """Seconds to the next due tick when holding the lease (at least
+        ``MIN_WAIT``, at most a renew interval: the cadence at which the lease is
+        renewed or tried, and a failing tick retried)."""
         interval = self.timing.renew_interval
-        if not self.firer.lease.held:
-            return interval
+        if not self.firer.lease.held or self.last is None or self.last.errors:
+            return interval  # not the firer, or a tick failed: retry in a renew interval
         due = safely("schedules: next tick", self._next_due)
         if due is None:
             return interval
