@@ -51,3 +51,11 @@ def test_a_tick_that_cannot_start_is_retried_a_renew_interval_later(
     summary = loop.once()
     assert summary is not None and summary.errors == 1
     assert loop.wait() == 1.0  # no busy loop on a tick that keeps failing
+
+
+def test_weft_worker_no_schedules_opts_out() -> None:
+    from weft_django.management.commands.weft_worker import Command
+
+    parser = Command().create_parser("manage.py", "weft_worker")
+    assert parser.parse_args([]).schedules is True
+    assert parser.parse_args(["--no-schedules"]).schedules is False
