@@ -4,8 +4,8 @@ time, waits for the next tick, releases the lease when the worker stops."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
