@@ -1,6 +1,6 @@
 """Chaos campaign: a mixed load on 3 workers while faults are injected at random.
 
-    python bench/chaos.py [--db postgresql|sqlite] [--duration 600] [--runs 1000]
+    python bench/chaos.py [--db postgresql|sqlite] [--duration 600] [--runs 1000] [--schedules]
 
 Three ``manage.py weft_worker`` processes (claim TTL 3 s, renew 1 s, tick 0.05 s,
 ``IDLE_IN_TRANSACTION_TIMEOUT`` 2 s) drive ``--runs`` runs of ``it.chaos``: two
@@ -30,6 +30,13 @@ by itself (it gave up after failing to renew its lease for 2 x TTL) is started
 again and counted as a self-exit. It prints the faults by kind, the self-exits,
 the runs, the violations (0 or the exit status is 1), the longest takeover (a
 faulted worker's last claim on an active run moved or released) and the command.
+
+With ``--schedules`` the workers also fire a schedule every second
+(``tests/integration/settings_schedules.py``: ``it.noop_steps``, catch-up
+``all``), and half the faults target the worker holding the schedule lease
+(SIGKILL, or on PostgreSQL SIGSTOP past the lease). At the end the schedule is
+paused and one more invariant is checked: each tick from the first to the last
+was started exactly once (no tick missing, none twice).
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ TIMING = {
     "WEFT_IDLE_IN_TRANSACTION_TIMEOUT": "2",
 }
 WORKERS = 3
+SCHEDULE_SETTINGS = "tests.integration.settings_schedules"
+SCHEDULE = "it-every-second"
 
 
 class Campaign:
@@ -89,6 +98,8 @@ class Campaign:
             self.generation += 1
             name = f"w{slot}-{self.generation}"
         env = dict(TIMING)
+        if self.args.schedules:
+            env["settings"] = SCHEDULE_SETTINGS
         if self.postgres:
             env["DATABASE_APPLICATION_NAME"] = f"chaos-{name}"
         process = self.workers.start(name, concurrency=4, **env)
@@ -152,6 +163,9 @@ class Campaign:
             kinds += ["stop", "stop_in_txn", "terminate"]
         kind = self.rng.choice(kinds)
         slot = self.rng.randrange(WORKERS)
+        if self.args.schedules and self.rng.random() < 0.5:
+            slot = self.firer_slot(slot)
+            self.faults["at the firer"] += 1
         process = self.slots[slot]
         if kind == "stop_in_txn":
             candidates = [p for p in self.slots if self.backends_of(p, idle_in_txn=True)]
@@ -180,6 +194,16 @@ class Campaign:
             with connection.cursor() as cursor:
                 for pid in self.backends_of(process):
                     cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+    def firer_slot(self, default: int) -> int:
+        """The slot of the worker holding the schedule lease (``default`` if none)."""
+        from weft_django.models import ScheduleLease
+
+        holder = ScheduleLease.objects.values_list("holder", flat=True).first()
+        for slot, process in enumerate(self.slots):
+            if holder and process.engine_id == holder:
+                return slot
+        return default
 
     def supervise(self) -> None:
         """Act as the workers' process supervisor: one that exited is started again."""
@@ -252,7 +276,10 @@ class Campaign:
 
         def ended() -> bool:
             self.supervise()
-            return not WorkflowRun.objects.exclude(status__in=TERMINAL_STATUSES).exists()
+            live = WorkflowRun.objects.exclude(status__in=TERMINAL_STATUSES)
+            if self.args.schedules:  # ticks keep coming until the schedule is paused
+                live = live.exclude(pk__startswith="schedule:")
+            return not live.exists()
 
         wait_for(
             ended,
@@ -261,6 +288,10 @@ class Campaign:
             what="every run to end",
             on_timeout=self.unfinished,
         )
+        if self.args.schedules:
+            weft.pause_schedule(SCHEDULE, reason="end of the chaos campaign", by="chaos")
+            self.stop.wait(2 * RENEW)  # a firing in flight commits
+            wait_for(ended_ticks, self.args.timeout, interval=0.5, what="every tick's run")
         elapsed = time.monotonic() - began
         for process in self.slots:  # graceful stop: claims released, engines stopped
             process.send(signal.SIGTERM)
@@ -268,6 +299,8 @@ class Campaign:
             process.wait(30)
         self.stop.set()
         violations = check(run_ids, answers, postgres=self.postgres)
+        if self.args.schedules:
+            violations += check_ticks()
         self.report(run_ids, violations, elapsed)
         return 1 if violations else 0
 
@@ -314,7 +347,7 @@ class Campaign:
             ],
             [
                 [
-                    sum(self.faults.values()),
+                    sum(self.faults[kind] for kind in kinds),
                     *(self.faults[kind] for kind in kinds),
                     sum(self.exits.values()),
                     len(run_ids) * 2,
@@ -324,9 +357,50 @@ class Campaign:
                 ]
             ],
         )
+        if self.args.schedules:
+            from weft_django.models import WorkflowRun
+
+            ticks = WorkflowRun.objects.filter(pk__startswith=f"schedule:{SCHEDULE}:").count()
+            print(
+                f"schedule {SCHEDULE}: {ticks} ticks started (one per second, each once); "
+                f"{self.faults['at the firer']} faults aimed at the schedule lease's holder"
+            )
         for violation in violations[:200]:
             print(f"VIOLATION: {violation}")
         print(f"command: {command_line()}")
+
+
+def ended_ticks() -> bool:
+    from weft_django.models import TERMINAL_STATUSES, WorkflowRun
+
+    ticks = WorkflowRun.objects.filter(pk__startswith="schedule:")
+    return not ticks.exclude(status__in=TERMINAL_STATUSES).exists()
+
+
+def check_ticks() -> list[str]:
+    """Each tick of the schedule, from the first to the last, started exactly once
+    (run ids are unique, so "twice" would show as a run that is not a tick)."""
+    from datetime import datetime, timedelta
+
+    from weft_django.models import RunStatus, WorkflowRun
+
+    prefix = f"schedule:{SCHEDULE}:"
+    rows = WorkflowRun.objects.filter(pk__startswith=prefix).values_list("pk", "status")
+    ticks = sorted(
+        datetime.fromisoformat(pk[len(prefix) :].replace("Z", "+00:00")) for pk, _ in rows
+    )
+    if not ticks:
+        return [f"schedule {SCHEDULE}: no tick was started"]
+    violations = [f"{pk} ended {status}" for pk, status in rows if status != RunStatus.COMPLETED]
+    seconds = int((ticks[-1] - ticks[0]).total_seconds())
+    expected = {ticks[0] + timedelta(seconds=n) for n in range(seconds + 1)}
+    missing = sorted(expected - set(ticks))
+    violations += [
+        f"schedule {SCHEDULE}: tick {tick.isoformat()} never started" for tick in missing
+    ]
+    extra = [tick for tick in ticks if tick not in expected or tick.microsecond]
+    violations += [f"schedule {SCHEDULE}: run {tick.isoformat()} is not a tick" for tick in extra]
+    return violations
 
 
 def check(run_ids: list[str], answers: list[Any], *, postgres: bool) -> list[str]:
@@ -406,13 +480,18 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=4.0, help="most seconds between faults")
     parser.add_argument("--timeout", type=float, default=600.0, help="for every run to end")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--schedules",
+        action="store_true",
+        help="also fire a schedule every second; check each tick started exactly once",
+    )
     args = parser.parse_args()
     scratch = Scratch(f"chaos_{args.db}", keep=args.keep, pg_url=args.pg_url)
     url = scratch.postgres() if args.db == "postgresql" else scratch.sqlite()
     campaign = None
     try:
         scratch.migrate(url)
-        setup_django(url, **TIMING)
+        setup_django(url, **TIMING, **({"settings": SCHEDULE_SETTINGS} if args.schedules else {}))
         campaign = Campaign(args, url)
         return campaign.run()
     finally:

@@ -236,9 +236,7 @@ def test_workflow_filter_offers_registered_names_without_distinct(admin_client: 
     assert not [q for q in ctx.captured_queries if "DISTINCT" in q["sql"].upper()]
     assert "?workflow_name=orders.fulfil_order" in response.content.decode()
     filtered = admin_client.get(url + "?workflow_name=orders.fulfil_order")
-    assert [r.workflow_name for r in filtered.context["cl"].result_list] == [
-        "orders.fulfil_order"
-    ]
+    assert [r.workflow_name for r in filtered.context["cl"].result_list] == ["orders.fulfil_order"]
 
 
 def test_event_changelist_filters_kinds_without_distinct(admin_client: Any) -> None:

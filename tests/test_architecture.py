@@ -47,6 +47,14 @@ LAYER_OF_PATH = {
     # it, never importing it); the admin and commands call both.
     "api": "public",
     "operations": "public",
+    # schedules: cron parsing and declarations beside the settings, the lease in
+    # ownership, the firing pass and the audited operations beside api (they start
+    # runs through it); the worker's thread and the admin are hosts.
+    "schedules.cron": "storage",
+    "schedules.declare": "storage",
+    "schedules.lease": "ownership",
+    "schedules.metrics": "ownership",
+    "schedules": "public",
 }
 
 

@@ -31,6 +31,7 @@ DOCUMENTED_DEFAULTS = {
     "MAX_PAYLOAD_BYTES": 262144,
     "NOTIFY": True,
     "RETENTION": None,
+    "SCHEDULES": None,
 }
 
 

@@ -20,6 +20,7 @@ from .exceptions import (
     OwnershipModeMismatchError,
     PayloadError,
     QueryError,
+    ScheduleNotFoundError,
     StepFailedError,
     StoreBusyError,
     UpdateRejectedError,
@@ -45,6 +46,7 @@ from .runtime.context import Context
 from .runtime.handles import ChildHandle, Update
 from .runtime.policy import RetryPolicy
 from .runtime.registry import workflow
+from .schedules.declare import schedule
 
 if TYPE_CHECKING:
     from .api import (
@@ -53,13 +55,16 @@ if TYPE_CHECKING:
         cancel,
         describe,
         get_handle,
+        pause_schedule,
         purge,
         query,
         result,
         resume,
+        resume_schedule,
         signal,
         start,
         suspend,
+        trigger_schedule,
         update,
     )
 
@@ -71,13 +76,16 @@ _API = frozenset(
         "cancel",
         "describe",
         "get_handle",
+        "pause_schedule",
         "purge",
         "query",
         "result",
         "resume",
+        "resume_schedule",
         "signal",
         "start",
         "suspend",
+        "trigger_schedule",
         "update",
     }
 )
@@ -100,6 +108,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "Context",
     "RetryPolicy",
     "Update",
+    "schedule",
     "workflow",
     # Starting and steering runs (any process)
     "WorkflowDescription",
@@ -115,6 +124,9 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "start",
     "suspend",
     "update",
+    "pause_schedule",
+    "resume_schedule",
+    "trigger_schedule",
     # Errors
     "EngineDeposedError",
     "HandlerError",
@@ -124,6 +136,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "OwnershipModeMismatchError",
     "PayloadError",
     "QueryError",
+    "ScheduleNotFoundError",
     "StepFailedError",
     "StoreBusyError",
     "UpdateRejectedError",

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "IDLE_IN_TRANSACTION_TIMEOUT": 30.0,
     # Validated by weft_django.retention.settings (weft.E016/E017), not here.
     "RETENTION": None,
+    # Validated by weft_django.schedules.declare (weft.E030-E032), not here.
+    "SCHEDULES": None,
 }
 
 

@@ -72,6 +72,15 @@ class WorkflowNotFoundError(WeftError, LookupError):
         super().__init__(f"No workflow run with id {workflow_id!r}.")
 
 
+class ScheduleNotFoundError(WeftError, LookupError):
+    """No schedule is declared (``@weft.schedule`` or ``WEFT["SCHEDULES"]``) by the
+    name ``name``. Raised by the schedule verbs. Also a ``LookupError``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"No schedule named {name!r} is declared.")
+
+
 class WorkflowTerminalError(WeftError):
     """The run's status does not allow what was asked: it has finished (a signal,
     an update, a cancel), or it is already in the status asked for.

@@ -242,8 +242,6 @@ def test_one_statement_insert_against_an_unheld_claim_writes_nothing(run, engine
     from weft_django.models import Claim
 
     Claim.objects.create(workflow_id="wf", epoch=1, holder=None)
-    written = fenced_insert(
-        "default", Fence("wf", engine_id, 1), Checkpoint(_rows("x", 1, 0))
-    )
+    written = fenced_insert("default", Fence("wf", engine_id, 1), Checkpoint(_rows("x", 1, 0)))
     assert written is False
     assert not WorkflowEvent.objects.exists()

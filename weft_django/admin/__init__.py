@@ -9,8 +9,9 @@ history), :mod:`.views` (the overview and the engine page), :mod:`.run_page`
 and the cancel / purge confirmation pages), :mod:`.permissions` (which
 permission each operation needs), :mod:`.forms` (send-signal, the reason
 field), :mod:`.filters`, :mod:`.scale` (capped counts, exact search),
-:mod:`.display`, :mod:`.stuck` (the overview's stuck runs) and :mod:`.passes`
-(the Celery pass summaries). Every operation goes through :mod:`weft_django.operations`,
+:mod:`.display`, :mod:`.stuck` (the overview's stuck runs), :mod:`.passes`
+(the Celery pass summaries) and :mod:`.schedules` (cron schedules: pause, resume,
+trigger now). Every operation goes through :mod:`weft_django.operations`,
 which records it (a ``LogEntry`` for the operator, a log line)."""
 
 from .display import LEASE_STYLE, precise, render_lease_state
@@ -28,6 +29,7 @@ from .runs import (
     WorkflowRunAdmin,
     WorkflowSignalAdmin,
 )
+from .schedules import ScheduleAdmin
 from .views import OverviewAdmin
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "OverviewAdmin",
     "OwnershipMarkerAdmin",
     "PassSummaryAdmin",
+    "ScheduleAdmin",
     "UpdateRequestAdmin",
     "WorkflowEventAdmin",
     "WorkflowRunAdmin",

@@ -7,7 +7,8 @@ rest are these functions):
   ``suspend``, ``resume``, ``purge``, and the ``WorkflowHandle`` that
   ``start`` and ``get_handle`` return;
 - :mod:`.reads`: ``result`` and ``describe`` (a ``WorkflowDescription``);
-- :mod:`.updates`: ``update`` and ``query``, the request/response verbs.
+- :mod:`.updates`: ``update`` and ``query``, the request/response verbs;
+- :mod:`.schedules`: ``pause_schedule``, ``resume_schedule``, ``trigger_schedule``.
 
 The operator verbs (cancel, suspend, resume, purge, signal) share one audited
 code path with the admin and ``manage.py weft_operate``
@@ -16,6 +17,7 @@ code path with the admin and ``manage.py weft_operate``
 
 from .reads import WorkflowDescription, describe, result
 from .runs import WorkflowHandle, cancel, get_handle, purge, resume, signal, start, suspend
+from .schedules import pause_schedule, resume_schedule, trigger_schedule
 from .updates import query, update
 
 __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
@@ -32,4 +34,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
     "describe",
     "WorkflowDescription",
     "WorkflowHandle",
+    "pause_schedule",
+    "resume_schedule",
+    "trigger_schedule",
 ]

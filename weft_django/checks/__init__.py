@@ -4,11 +4,12 @@
   retention settings (``E016``, ``E017``), unapplied migrations (``E018``)
   and more live engines than the mode allows (``W001``);
 - :mod:`.extras`: optional features configured without their extra
-  (``weft.E013``-``E015``): the PostgreSQL driver, the Tasks API backend.
+  (``weft.E013``-``E015``): the PostgreSQL driver, the Tasks API backend;
+- :mod:`.schedules`: the cron schedules (``weft.E030``-``E033``).
 
 Importing this package registers them (``WeftConfig.ready()`` does).
 """
 
-from . import configuration, extras
+from . import configuration, extras, schedules
 
-__all__ = ["configuration", "extras"]
+__all__ = ["configuration", "extras", "schedules"]

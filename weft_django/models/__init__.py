@@ -5,6 +5,8 @@
 - :mod:`.engines`: ``Engine``, ``Claim``, ``OwnershipMarker``,
   ``GlobalLease`` and ``PrunerLease``: ownership state, written only through
   :mod:`weft_django.ownership` with conditional UPDATEs checked by rowcount;
+- :mod:`.schedules`: ``Schedule`` (each cron schedule's firing state) and
+  ``ScheduleLease`` (the single-row lease of the firing pass);
 - :mod:`.passes`: ``PassSummary`` (the Celery passes) and ``Overview`` (the
   admin's overview entry);
 - :mod:`.databases`: ``db_for`` (which database weft's tables live on) and the
@@ -34,6 +36,7 @@ from .runs import (
     WorkflowRun,
     WorkflowSignal,
 )
+from .schedules import Schedule, ScheduleLease
 
 __all__ = [  # noqa: RUF022 (grouped as the modules are)
     "ACTIVE_STATUSES",
@@ -54,6 +57,8 @@ __all__ = [  # noqa: RUF022 (grouped as the modules are)
     "Overview",
     "PassKind",
     "PassSummary",
+    "Schedule",
+    "ScheduleLease",
     "db_for",
     "is_mariadb",
     "mysql_collation",

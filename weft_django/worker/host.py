@@ -10,6 +10,9 @@ and schedules its work. Until stopped it runs:
   renewal late): pass 2 reclaim, pass 3 signal poll, pass 4 update poll,
   then the timeout sweep;
 * a pool of ``concurrency`` executor threads that drive turns;
+* the **schedule pass** (``weft-schedules``, when schedules are declared and
+  ``schedules`` is on): fires cron ticks while this worker holds the schedule
+  lease (:mod:`weft_django.worker.schedule_thread`);
 * a wake-up listener (PostgreSQL ``LISTEN``, or SQLite's change watch).
 
 What each pass does, and which runs are selected and claimed, is the engine's
@@ -47,6 +50,7 @@ from .logs import TurnCounts, log_status
 from .metrics import DEFAULT_METRICS_ADDR, metrics_address, serve_metrics
 from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
 from .prune_thread import prune_loop
+from .schedule_thread import schedule_loop
 from .shutdown import HALT_WAIT, Drained, drain, on_stop_signals, release_and_stop
 from .supervision import RenewalWatch, Supervisor, safely
 
@@ -72,6 +76,7 @@ class Worker:
         using: str | None = None,
         engine: WorkflowEngine | None = None,
         on_pass: Callable[[PassResult], None] | None = None,
+        schedules: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -97,6 +102,7 @@ class Worker:
         )
         self.passes = EnginePasses(self.engine, submit=self._submit, busy=self.pool.is_queued)
         self.on_pass = on_pass
+        self.schedules = schedules
         # Without a renewal for longer than the TTL the worker stops claiming and
         # driving; with renewals failing for ``exit_after`` (default 2 x TTL) it exits 1.
         self.watch = RenewalWatch(ttl=self.timing.ttl, exit_after=exit_after or 2 * self.timing.ttl)
@@ -186,6 +192,15 @@ class Worker:
         pruner = prune_loop(self.engine.engine_id, self._stop, using=self.using)
         if pruner is not None:  # WEFT["RETENTION"]["WORKER_INTERVAL"] (docs/retention.md)
             self._spawn("weft-prune", pruner)
+        firer = (
+            schedule_loop(
+                self.engine.engine_id, self.settings.claim_timing, self._stop, using=self.using
+            )
+            if self.schedules and not self.once
+            else None
+        )
+        if firer is not None:  # @weft.schedule / WEFT["SCHEDULES"] (docs/schedules.md)
+            self._spawn("weft-schedules", firer)
         source = wakeups.wake_source(self.using, self.settings, self._stop, self._on_notify)
         if source is not None:  # else the fast tick alone (MySQL/MariaDB, NOTIFY off)
             self._spawn(*source)

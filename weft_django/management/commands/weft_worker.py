@@ -62,6 +62,13 @@ class Command(BaseCommand):
             "of the configured WeftTaskBackends; docs/tasks.md)",
         )
         parser.add_argument(
+            "--no-schedules",
+            action="store_false",
+            dest="schedules",
+            help="never fire cron schedules from this worker (another worker fires them; "
+            "docs/schedules.md)",
+        )
+        parser.add_argument(
             "--status-interval", type=float, default=60.0, help="seconds between status lines"
         )
 
@@ -98,6 +105,7 @@ class Command(BaseCommand):
                 metrics_addr=options["metrics_addr"],
                 shutdown_grace=options["shutdown_grace"],
                 status_interval=options["status_interval"],
+                schedules=options["schedules"],
             )
             code = worker.run()
         except WeftConfigurationError as exc:
