@@ -47,6 +47,10 @@ LAYER_OF_PATH = {
     # it, never importing it); the admin and commands call both.
     "api": "public",
     "operations": "public",
+    # recovery: retry, fork, cancel with children (audited like operations, above it).
+    "recovery": "public",
+    # console: manage.py weft's subcommands (a host, beside the admin).
+    "console": "hosts",
 }
 
 

@@ -7,7 +7,8 @@ rest are these functions):
   ``suspend``, ``resume``, ``purge``, and the ``WorkflowHandle`` that
   ``start`` and ``get_handle`` return;
 - :mod:`.reads`: ``result`` and ``describe`` (a ``WorkflowDescription``);
-- :mod:`.updates`: ``update`` and ``query``, the request/response verbs.
+- :mod:`.updates`: ``update`` and ``query``, the request/response verbs;
+- :mod:`.recovery`: ``retry`` and ``fork``, which start a new run made from an old one.
 
 The operator verbs (cancel, suspend, resume, purge, signal) share one audited
 code path with the admin and ``manage.py weft_operate``
@@ -15,6 +16,7 @@ code path with the admin and ``manage.py weft_operate``
 """
 
 from .reads import WorkflowDescription, describe, result
+from .recovery import fork, retry
 from .runs import WorkflowHandle, cancel, get_handle, purge, resume, signal, start, suspend
 from .updates import query, update
 
@@ -28,6 +30,8 @@ __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
     "suspend",
     "resume",
     "purge",
+    "retry",
+    "fork",
     "result",
     "describe",
     "WorkflowDescription",
