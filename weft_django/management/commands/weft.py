@@ -108,7 +108,7 @@ class Command(BaseCommand):
         query = add("query", "Ask a run's query handler.")
         query.add_argument("run")
         query.add_argument("name")
-        query.add_argument("args", nargs="*", metavar="ARG")
+        query.add_argument("query_args", nargs="*", metavar="ARG")
         for name in acting.TRANSITIONS:
             operate = add(name, f"{name.capitalize()} runs.")
             operate.add_argument("runs", nargs="+", metavar="RUN")
@@ -156,7 +156,7 @@ class Command(BaseCommand):
             self._read(command, options, using)
             return 0
         if command == "query":
-            answer = acting.query(options["run"], options["name"], options["args"], using=using)
+            answer = acting.query(options["run"], options["name"], options["query_args"], using=using)
             self._print(options, answer, as_json(answer))
             return 0
         if command == "update":
