@@ -20,8 +20,8 @@
 The new run is inserted with its carried history in one transaction. A run
 with history is never ``pending`` (the engine skips the history read of a
 pending run's first turn), so a fork with history starts ``waiting``, due at
-once (``wake_at`` and a wake hint), as a resumed run does; any worker that has
-the workflow takes it. Both are top-level runs (no ``parent_id``): a parent
+once (``wake_at`` and a wake hint) with its claim row released (epoch 1), as
+a resumed run does; any worker that has the workflow takes it. Both are top-level runs (no ``parent_id``): a parent
 waits on its own child's id, never on a copy of it. ``origin_id`` and
 ``origin_step`` link the new run to the old one.
 """
@@ -36,7 +36,7 @@ from django.db import IntegrityError, transaction
 
 from ..exceptions import WorkflowAlreadyExistsError, WorkflowForkError
 from ..models import RunStatus, WorkflowEvent, WorkflowRun, db_for
-from ..ownership import busy_as_typed_error, db_now
+from ..ownership import busy_as_typed_error, db_now, revoke_statement
 from .registry import resolve
 from .runs import Within, is_duplicate_key
 from .wakeups import notify
@@ -161,6 +161,10 @@ def copy_run(
                 ],
                 batch_size=500,
             )
+            if carried:
+                # As resume leaves a run with history: its claim row released
+                # stamped (the release rule), for any worker's reclaim or fast tick.
+                revoke_statement(using, new_id, ended=False)
             if within is not None:
                 within()
     except IntegrityError as exc:
