@@ -160,7 +160,9 @@ def test_engines_and_stuck() -> None:
     dead = EngineFactory(expired=True)
     EngineFactory(stopped=True)
     ClaimFactory(holder=live)
-    WorkflowRunFactory(id="orphan", waiting=True, claim=dead, wake_at=weft_now() - timedelta(hours=1))
+    WorkflowRunFactory(
+        id="orphan", waiting=True, claim=dead, wake_at=weft_now() - timedelta(hours=1)
+    )
     engines = {row["id"]: row for row in as_json("engines")}
     assert set(engines) == {live.id, dead.id}
     assert engines[live.id]["claims_held"] == 1 and engines[live.id]["lease_left"] > 0

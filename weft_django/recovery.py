@@ -87,7 +87,9 @@ def fork(
         check_reason(reason),
         detail=f" from step {from_step} as {new_id}",
     )
-    copy_run(old, new_id, carried, from_step=from_step, within=audit.entry_writer(using), using=using)
+    copy_run(
+        old, new_id, carried, from_step=from_step, within=audit.entry_writer(using), using=using
+    )
     audit.log()
     return new_id
 
@@ -124,7 +126,9 @@ def cancel_tree(
     seen = {workflow_id}
     level = [workflow_id]
     while level:
-        children = [(pk, status) for pk, status in children_of(level, using=using) if pk not in seen]
+        children = [
+            (pk, status) for pk, status in children_of(level, using=using) if pk not in seen
+        ]
         seen.update(pk for pk, _status in children)
         for pk, status in children:
             if status in TERMINAL_STATUSES:

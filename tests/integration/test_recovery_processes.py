@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def rows(run_id: str) -> list[str]:
-    return list(StepExecution.objects.filter(run_id=run_id, kind="step").values_list("step", flat=True))
+    return list(
+        StepExecution.objects.filter(run_id=run_id, kind="step").values_list("step", flat=True)
+    )
 
 
 def test_retry_and_fork_run_on_a_worker(workers, wait):

@@ -136,9 +136,10 @@ def test_cancel_with_children_cancels_the_unfinished_tree(driver: WorkflowDriver
     weft.start("tests.tree", 3, workflow_id="t")
     driver.run_until_idle()
     ids = ["t", "t/child-0", "t/child-0/child-0"]
-    assert list(WorkflowRun.objects.filter(pk__in=ids).values_list("status", flat=True)) == [
-        RunStatus.WAITING
-    ] * 3
+    assert (
+        list(WorkflowRun.objects.filter(pk__in=ids).values_list("status", flat=True))
+        == [RunStatus.WAITING] * 3
+    )
     weft.start("tests.tree", 1, workflow_id="other")
     driver.run_until_idle()
     weft.get_handle("t").cancel(children=True, reason="tree", by="alice")

@@ -73,7 +73,7 @@ def recovery_context(request: HttpRequest, run_id: str, status: str | None) -> d
     """The run page's recovery links and the run's links to other runs."""
     using = db_for(None)
     run = WorkflowRun.objects.using(using).filter(pk=run_id).values("origin_id", "origin_step")
-    origin = run.first() or {}
+    origin: dict[str, Any] = dict(run.first() or {})
     copies = list(
         WorkflowRun.objects.using(using)
         .filter(origin_id=run_id)
@@ -146,7 +146,11 @@ class RecoverPageMixin(AdminMixinBase):
     ) -> str | None:
         """Do it; the URL to go to, or None (the error is on the form)."""
         data = form.cleaned_data
-        common = {"reason": data["reason"] or None, "by": request.user, "using": db_for(None)}
+        common: dict[str, Any] = {
+            "reason": data["reason"] or None,
+            "by": request.user,
+            "using": db_for(None),
+        }
         try:
             if verb == "retry":
                 new: str | None = recovery.retry(run.pk, **common)

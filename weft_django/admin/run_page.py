@@ -31,7 +31,6 @@ from .actions import VERBS, confirmation_page, confirmed
 from .display import request_db_now
 from .forms import ReasonForm, SendSignalForm
 from .guards import clean_object_id
-from .recover_page import RecoverPageMixin, recovery_context
 from .permissions import (
     PERMISSION_OF,
     cancel_permission,
@@ -39,6 +38,7 @@ from .permissions import (
     operate_permission,
     payload_permission,
 )
+from .recover_page import RecoverPageMixin, recovery_context
 from .timeline import lease_left, pending_for, timeline_page
 
 #: The run page's buttons (cancel is a link to its confirmation page).

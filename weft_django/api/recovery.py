@@ -67,9 +67,7 @@ def fork(
     run is still pending, running or waiting (cancel or suspend it first);
     nothing is stored then.
     """
-    new = recovery.fork(
-        workflow_id, from_step, new_id=new_id, reason=reason, by=by, using=using
-    )
+    new = recovery.fork(workflow_id, from_step, new_id=new_id, reason=reason, by=by, using=using)
     return WorkflowHandle(new, using=using)
 
 

@@ -261,9 +261,7 @@ class WorkflowHandle:
         """
         return updates.query(self.id, name, *args, using=self.using)
 
-    def cancel(
-        self, *, children: bool = False, reason: str | None = None, by: Any = None
-    ) -> None:
+    def cancel(self, *, children: bool = False, reason: str | None = None, by: Any = None) -> None:
         """Cancel this run (and its unfinished descendants with ``children=True``).
 
         The arguments, the return value and the errors are those of :func:`cancel`,

@@ -128,9 +128,7 @@ def signal(
     by: Any,
     using: str | None,
 ) -> Outcome:
-    operations.signal(
-        run_id, name, payload, signal_id=signal_id, reason=reason, by=by, using=using
-    )
+    operations.signal(run_id, name, payload, signal_id=signal_id, reason=reason, by=by, using=using)
     return Outcome(run_id, True, f"signal {name!r} stored")
 
 

@@ -21,11 +21,11 @@ from django.db import connections
 from django.db.models import OuterRef, Q, Subquery
 from django.utils.dateparse import parse_datetime
 
-from ..api.reads import describe as describe_run
 from ..admin.overview import claims_held
 from ..admin.stuck import stuck_runs
 from ..admin.timeline import describe as event_summary
 from ..admin.timeline import pending_for
+from ..api.reads import describe as describe_run
 from ..conf import get_settings
 from ..exceptions import WorkflowNotFoundError
 from ..models import Claim, Engine, EngineStatus, WorkflowEvent, WorkflowRun, db_for
@@ -165,9 +165,7 @@ def describe(run_id: str, *, using: str | None = None) -> dict[str, Any]:
         "lease_left": None if expires is None else (expires - now).total_seconds(),
         "origin_id": run["origin_id"],
         "origin_step": run["origin_step"],
-        "copies": list(
-            runs_of.filter(origin_id=run_id).values_list("pk", flat=True)[:LINKS_LIMIT]
-        ),
+        "copies": list(runs_of.filter(origin_id=run_id).values_list("pk", flat=True)[:LINKS_LIMIT]),
         "children": list(
             runs_of.filter(parent_id=run_id).values_list("pk", flat=True)[:LINKS_LIMIT]
         ),
@@ -192,9 +190,7 @@ def _event_row(event: WorkflowEvent) -> dict[str, Any]:
 HISTORY_COLUMNS = ["seq", "kind", "name", "summary", "at", "engine", "epoch"]
 
 
-def history(
-    run_id: str, *, after: int = -1, limit: int = 100, using: str | None = None
-) -> Page:
+def history(run_id: str, *, after: int = -1, limit: int = 100, using: str | None = None) -> Page:
     """The run's recorded events after ``seq`` ``after``, in order, a page of ``limit``."""
     using = db_for(using)
     limit = check_limit(limit)

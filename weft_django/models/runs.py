@@ -43,8 +43,9 @@ class WorkflowRun(models.Model):
     error = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     parent_id = models.CharField(max_length=255, blank=True, default="")
     # The run this one was made from by ``weft.retry`` (``origin_step`` None) or
-    # ``weft.fork`` (``origin_step`` the step it ran again from); None otherwise.
-    origin_id = models.CharField(max_length=255, null=True, blank=True)
+    # ``weft.fork`` (``origin_step`` the step it ran again from); None otherwise
+    # (NULL, not "": adding the column rewrites no row).
+    origin_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     origin_step = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

@@ -21,9 +21,10 @@ The new run is inserted with its carried history in one transaction. A run
 with history is never ``pending`` (the engine skips the history read of a
 pending run's first turn), so a fork with history starts ``waiting``, due at
 once (``wake_at`` and a wake hint) with its claim row released (epoch 1), as
-a resumed run does; any worker that has the workflow takes it. Both are top-level runs (no ``parent_id``): a parent
-waits on its own child's id, never on a copy of it. ``origin_id`` and
-``origin_step`` link the new run to the old one.
+a resumed run does; any worker that has the workflow takes it. Both are
+top-level runs (no ``parent_id``): a parent waits on its own child's id,
+never on a copy of it. ``origin_id`` and ``origin_step`` link the new run
+to the old one.
 """
 
 from __future__ import annotations

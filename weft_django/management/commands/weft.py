@@ -67,7 +67,7 @@ class Command(BaseCommand):
         return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
-        common = argparse.ArgumentParser(add_help=False)
+        common = OneLineParser(add_help=False)
         common.add_argument("--json", action="store_true", help="Print one JSON document.")
         common.add_argument(
             "--as", dest="as_user", metavar="USER", help="The acting user (audited)."
@@ -156,7 +156,9 @@ class Command(BaseCommand):
             self._read(command, options, using)
             return 0
         if command == "query":
-            answer = acting.query(options["run"], options["name"], options["query_args"], using=using)
+            answer = acting.query(
+                options["run"], options["name"], options["query_args"], using=using
+            )
             self._print(options, answer, as_json(answer))
             return 0
         if command == "update":
