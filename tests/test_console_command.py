@@ -18,6 +18,7 @@ import weft_django as weft
 from tests.factories import ClaimFactory, EngineFactory, WorkflowRunFactory
 from tests.runtime import workflows as runtime_workflows
 from tests.updates import workflows as update_workflows
+from weft_django.console import listing
 from weft_django.models import RunStatus, WorkflowRun
 from weft_django.testing import WorkflowDriver
 
@@ -171,4 +172,17 @@ def test_engines_and_stuck() -> None:
     stuck = as_json("stuck")
     assert [row["run"] for row in stuck["rows"]] == ["orphan"]
     assert stuck["rows"][0]["holder"] == dead.id
-    assert "1 stuck run(s)" in weft_cli("stuck")[0]
+    assert [row["run"] for row in stuck["expired_claims"]] == ["orphan"]
+    text = weft_cli("stuck")[0]
+    assert "1 stuck run(s)" in text
+    assert "1 claim(s) held by an expired engine" in text
+
+
+@pytest.mark.django_db
+def test_a_runs_page_is_one_statement(django_assert_num_queries: Any) -> None:
+    for index in range(3):
+        WorkflowRunFactory(id=f"r{index}")
+    first = as_json("runs", "--limit", "2")
+    with django_assert_num_queries(1):
+        page = listing.runs(limit=2, cursor=first["next_cursor"], statuses=["pending"])
+    assert [row["id"] for row in page.rows] == ["r0"]

@@ -112,7 +112,11 @@ def runs(
             rows = rows.filter(created_at__gte=now - newer_than)
     if cursor:
         created_at, run_id = decode_cursor(cursor)
-        rows = rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=run_id))
+        # The bound first (an index range: the scan starts at the cursor, not at
+        # the newest run), then the tie on the creation time broken by id.
+        rows = rows.filter(created_at__lte=created_at).filter(
+            Q(created_at__lt=created_at) | Q(pk__lt=run_id)
+        )
     holder = Subquery(Claim.objects.filter(workflow_id=OuterRef("pk")).values("holder_id")[:1])
     found = list(
         rows.annotate(owner=holder)
@@ -239,7 +243,9 @@ STUCK_COLUMNS = ["run", "workflow", "status", "since", "reasons", "holder", "own
 def stuck(*, limit: int = 100, using: str | None = None) -> dict[str, Any]:
     """The admin overview's stuck runs: due (queued, a timer, a wake hint, a
     signal or an update) for longer than ``CLAIM_TTL`` with no live owner (no
-    holder, or one whose lease expired)."""
+    holder, or one whose lease expired); and the claims whose holder's lease
+    expired (judged as the overview's count is: ``claim_timing.cutoff``), due
+    or not, oldest expiry first."""
     using = db_for(using)
     limit = check_limit(limit)
     settings = get_settings()
@@ -260,4 +266,23 @@ def stuck(*, limit: int = 100, using: str | None = None) -> dict[str, Any]:
         }
         for run in found.runs
     ]
-    return {"rows": rows, "capped": found.capped, "claim_ttl": settings.claim_ttl}
+    cutoff = settings.claim_timing.cutoff(now)
+    expired = (
+        Claim.objects.using(using)
+        .filter(holder__isnull=False, holder__lease_expires_at__lt=cutoff)
+        .order_by("holder__lease_expires_at", "workflow_id")
+        .values_list("workflow_id", "holder_id", "holder__lease_expires_at", "epoch")[:limit]
+    )
+    claims = [
+        {"run": run_id, "holder": holder, "lease_expired_at": expired_at, "epoch": epoch}
+        for run_id, holder, expired_at, epoch in expired
+    ]
+    return {
+        "rows": rows,
+        "capped": found.capped,
+        "expired_claims": claims,
+        "claim_ttl": settings.claim_ttl,
+    }
+
+
+EXPIRED_CLAIM_COLUMNS = ["run", "holder", "lease_expired_at", "epoch"]

@@ -245,8 +245,11 @@ class Command(BaseCommand):
         else:
             stuck = listing.stuck(limit=options["limit"], using=using)
             more = " (there may be more)" if stuck["capped"] else ""
-            text = table(stuck["rows"], listing.STUCK_COLUMNS) + (
-                f"\n{len(stuck['rows'])} stuck run(s){more}"
+            text = (
+                table(stuck["rows"], listing.STUCK_COLUMNS)
+                + f"\n{len(stuck['rows'])} stuck run(s){more}\n\n"
+                + table(stuck["expired_claims"], listing.EXPIRED_CLAIM_COLUMNS)
+                + f"\n{len(stuck['expired_claims'])} claim(s) held by an expired engine"
             )
             self._print(options, stuck, text)
 
