@@ -41,6 +41,8 @@ def test_retry_and_fork_through_their_confirmation_pages(
     body = admin_client.get(page("s")).content.decode()
     assert recover("s", "fork") in body
     assert recover("s", "retry") not in body  # completed: not retryable
+    weft.start("tests.steps", 1, workflow_id="live")
+    assert recover("live", "cancel_tree") not in admin_client.get(page("live")).content.decode()
     assert "Fork from a step" in admin_client.get(recover("s", "fork")).content.decode()
     response = admin_client.post(recover("s", "fork"), {"from_step": "1", "reason": "fix"})
     forked = WorkflowRun.objects.get(origin_id="s")

@@ -21,7 +21,7 @@ from typing import Any
 
 from .exceptions import WorkflowNotFoundError, WorkflowTerminalError
 from .models import TERMINAL_STATUSES, WorkflowRun, db_for
-from .operations import Audit, cancel, check_reason
+from .operations import MAX_REASON_LENGTH, Audit, cancel, check_reason
 from .runtime.payload import check_id
 from .runtime.recovery import FORKABLE, RETRYABLE, carried_events, children_of, copy_run
 
@@ -122,7 +122,8 @@ def cancel_tree(
     reason = check_reason(reason)
     cancel(workflow_id, reason=reason, by=by, using=using)
     outcome = TreeCancel(cancelled=[workflow_id])
-    because = reason or "a descendant"
+    # Each descendant's recorded reason names the root (cut to the limit).
+    child_reason = f"{reason or 'a descendant'} (with {workflow_id})"[:MAX_REASON_LENGTH]
     seen = {workflow_id}
     level = [workflow_id]
     while level:
@@ -134,7 +135,7 @@ def cancel_tree(
             if status in TERMINAL_STATUSES:
                 continue
             try:
-                cancel(pk, reason=f"{because} (with {workflow_id})", by=by, using=using)
+                cancel(pk, reason=child_reason, by=by, using=using)
             except WorkflowTerminalError as exc:
                 if exc.status not in TERMINAL_STATUSES:
                     outcome.failed.append((pk, exc))

@@ -153,6 +153,14 @@ def test_cancel_with_children_cancels_the_unfinished_tree(driver: WorkflowDriver
     assert weft.result("other", timeout=0) == "leaf"
 
 
+def test_a_long_reason_is_cut_for_the_descendants(driver: WorkflowDriver) -> None:
+    weft.start("tests.tree", 2, workflow_id="t")
+    driver.run_until_idle()
+    weft.cancel("t", children=True, reason="x" * 500)
+    message = WorkflowRun.objects.get(pk="t/child-0").error["message"]
+    assert message == "cancelled by an operator: " + "x" * 500
+
+
 def test_cancel_without_children_leaves_them(driver: WorkflowDriver) -> None:
     weft.start("tests.tree", 2, workflow_id="t")
     driver.run_until_idle()

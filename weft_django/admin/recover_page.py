@@ -39,6 +39,7 @@ RECOVER = {
     "fork": (_("Fork from a step\u2026"), FORKABLE),
     "cancel_tree": (_("Cancel with children\u2026"), None),
 }
+RECOVER_URL = "admin:weft_django_workflowrun_recover"
 #: The retries and forks of a run listed on its page.
 COPIES_LIMIT = 20
 
@@ -74,16 +75,20 @@ def recovery_context(request: HttpRequest, run_id: str, status: str | None) -> d
     using = db_for(None)
     run = WorkflowRun.objects.using(using).filter(pk=run_id).values("origin_id", "origin_step")
     origin: dict[str, Any] = dict(run.first() or {})
+    runs = WorkflowRun.objects.using(using)
     copies = list(
-        WorkflowRun.objects.using(using)
-        .filter(origin_id=run_id)
+        runs.filter(origin_id=run_id)
         .order_by("created_at", "pk")
         .values_list("pk", "origin_step")[:COPIES_LIMIT]
     )
+    offered = [
+        verb for verb in RECOVER if status and applies(verb, status) and permitted(verb, request)
+    ]
+    if "cancel_tree" in offered and not runs.filter(parent_id=run_id).exists():
+        offered.remove("cancel_tree")  # no children: the Operate panel's cancel
     offers = [
-        (verb, label, reverse("admin:weft_django_workflowrun_recover", args=[quote(run_id), verb]))
-        for verb, (label, _statuses) in RECOVER.items()
-        if status and applies(verb, status) and permitted(verb, request)
+        (verb, RECOVER[verb][0], reverse(RECOVER_URL, args=[quote(run_id), verb]))
+        for verb in offered
     ]
     return {
         "recover_links": offers,
