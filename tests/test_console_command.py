@@ -186,3 +186,19 @@ def test_a_runs_page_is_one_statement(django_assert_num_queries: Any) -> None:
     with django_assert_num_queries(1):
         page = listing.runs(limit=2, cursor=first["next_cursor"], statuses=["pending"])
     assert [row["id"] for row in page.rows] == ["r0"]
+
+
+def test_the_console_never_imports_the_admin() -> None:
+    """``manage.py weft`` works in a project without ``django.contrib.admin``:
+    nothing it imports, directly or not, is in ``weft_django.admin``."""
+    from tests.test_architecture import GRAPH
+
+    seen: set[str] = set()
+    todo = ["weft_django.management.commands.weft"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(GRAPH.get(module, ()))
+    assert "weft_django.console.listing" in seen
+    assert sorted(m for m in seen if m.startswith("weft_django.admin")) == []

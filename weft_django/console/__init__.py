@@ -3,9 +3,10 @@ of the command (``weft_django/management/commands/weft.py`` only parses
 arguments and calls these).
 
 * :mod:`.listing`: ``runs`` (keyset-paged), ``describe``, ``history``,
-  ``engines``, ``stuck`` -- reads, shared with the admin where it has them
-  (:mod:`weft_django.admin.stuck`, :mod:`weft_django.admin.timeline`,
-  :func:`weft_django.describe`);
+  ``engines``, ``stuck`` -- reads, shared with the admin
+  (:mod:`weft_django.inspection`, :func:`weft_django.describe`); the console
+  never imports the admin, so it works in a project without
+  ``django.contrib.admin``;
 * :mod:`.acting`: ``signal``, ``update``, ``query``, ``cancel``, ``suspend``,
   ``resume``, ``retry``, ``fork`` -- through :mod:`weft_django.operations` and
   :mod:`weft_django.recovery`, the admin's own code path, audited the same way;

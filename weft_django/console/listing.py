@@ -21,13 +21,13 @@ from django.db import connections
 from django.db.models import OuterRef, Q, Subquery
 from django.utils.dateparse import parse_datetime
 
-from ..admin.overview import claims_held
-from ..admin.stuck import stuck_runs
-from ..admin.timeline import describe as event_summary
-from ..admin.timeline import pending_for
 from ..api.reads import describe as describe_run
 from ..conf import get_settings
 from ..exceptions import WorkflowNotFoundError
+from ..inspection.engines import claims_held
+from ..inspection.stuck import stuck_runs
+from ..inspection.timeline import describe as event_summary
+from ..inspection.timeline import pending_for
 from ..models import Claim, Engine, EngineStatus, WorkflowEvent, WorkflowRun, db_for
 from ..ownership import db_now, ownership_for
 from . import USAGE, ConsoleError
