@@ -55,6 +55,12 @@ LAYER_OF_PATH = {
     "schedules.lease": "ownership",
     "schedules.metrics": "ownership",
     "schedules": "public",
+    # recovery: retry, fork, cancel with children (audited like operations, above it).
+    "recovery": "public",
+    # inspection: the read queries the admin and the console share (below both).
+    "inspection": "public",
+    # console: manage.py weft's subcommands (a host, beside the admin).
+    "console": "hosts",
 }
 
 

@@ -117,6 +117,23 @@ class WorkflowNotSuspendedError(WeftError):
         )
 
 
+class WorkflowForkError(WeftError, ValueError):
+    """``weft.fork(run_id, from_step=N)`` cannot carry the run's history up to
+    its step ``N`` over to a new run: the run recorded fewer than ``N`` steps, is
+    still active, or its history before step ``N`` holds an operation whose
+    input a new run cannot be given (a child workflow, an update, a
+    ``wait_until``; docs/workflows.md, "Retry and fork"). Nothing was stored.
+    Also a ``ValueError``."""
+
+    def __init__(self, workflow_id: str, from_step: int, reason: str) -> None:
+        self.workflow_id = workflow_id
+        self.from_step = from_step
+        self.reason = reason
+        super().__init__(
+            f"Workflow run {workflow_id!r} cannot be forked from step {from_step}: {reason}."
+        )
+
+
 class StoreBusyError(WeftError):
     """The database could not take the write in time: another process holds the lock
     (SQLite: its single write lock; PostgreSQL: a row lock). Nothing was written; try

@@ -74,6 +74,9 @@ DONE = {
     "resume": "resumed",
     "purge": "purged",
     "signal": "signalled",
+    # weft_django.recovery's, recorded the same way.
+    "retry": "retried",
+    "fork": "forked",
 }
 
 

@@ -374,3 +374,34 @@ def child_after_steps(ctx: Context, steps: int) -> dict[str, Any]:
         LOG.append(exc.what)
     ctx.wait_for_signal("go")
     return {"child": child}
+
+
+@weft.workflow(name="tests.recoverable")
+def recoverable(ctx: Context) -> dict[str, Any]:
+    """s0, a recorded time and uuid, s1, a consumed "go" signal, s2, s3; s2 raises
+    while ``STATE["variant"]`` is "a" (the bug a fork runs again past, fixed)."""
+    first = ctx.step(log_step, ctx.workflow_id, "s0", name="s0")
+    when = ctx.now().isoformat()
+    token = str(ctx.uuid4())
+    ctx.step(log_step, ctx.workflow_id, "s1", name="s1")
+    go = ctx.wait_for_signal("go")
+    if STATE["variant"] == "a":
+        ctx.step(fails_step, name="s2")
+    ctx.step(log_step, ctx.workflow_id, "s2", name="s2")
+    ctx.step(log_step, ctx.workflow_id, "s3", name="s3")
+    return {"first": first, "when": when, "token": token, "go": go}
+
+
+def fails_step() -> None:
+    CALLS["fails_step"] += 1
+    raise RuntimeError("the bug")
+
+
+@weft.workflow(name="tests.tree")
+def tree(ctx: Context, depth: int) -> Any:
+    """A chain of ``depth`` nested children, each waiting on the next; the leaf
+    waits for "release", then logs a step."""
+    if depth > 1:
+        return ctx.start_child("tests.tree", depth - 1).result()
+    ctx.wait_for_signal("release")
+    return ctx.step(log_step, ctx.workflow_id, "leaf", name="leaf")

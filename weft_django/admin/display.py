@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..conf import Timing
+from ..inspection.timeline import compact_json as compact_json  # re-exported for the admin
 from ..models import Engine
 from ..ownership import LeaseState, db_now
 
@@ -72,14 +72,3 @@ def engine_label(engine_id: str | None, hostname: str | None) -> str:
     if engine_id is None:
         return "-"
     return admin_link(Engine, engine_id, f"{engine_id} @ {hostname or '?'}")
-
-
-def compact_json(value: Any, limit: int = 80) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dict) and "kind" in value:
-        detail = value.get("name") or value.get("until") or ""
-        text = f"{value['kind']}: {detail}" if detail else str(value["kind"])
-    else:
-        text = json.dumps(value, default=str, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

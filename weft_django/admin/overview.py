@@ -23,12 +23,9 @@ from typing import Any, cast
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, models
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce
 
 from ..conf import Timing, get_settings
+from ..inspection.engines import CLAIMS_COUNT_CAP, claims_held
 from ..models import (
     Claim,
     Engine,
@@ -174,36 +171,6 @@ def pass_summaries(now: datetime, using: str) -> list[dict[str, Any]]:
             }
         )
     return found
-
-
-#: Claims counted per engine on the overview before it says "10,000+".
-CLAIMS_COUNT_CAP = 10_000
-
-
-def claims_held(connection: BaseDatabaseWrapper) -> models.Expression:
-    """Claims held per engine, counted up to :data:`CLAIMS_COUNT_CAP` + 1 (a
-    correlated ``LIMIT`` subquery) so the overview's cost does not grow with the
-    number of parked runs. MariaDB allows no outer reference inside a derived
-    table: there the count is exact."""
-    if connection.vendor == "mysql":
-        return Coalesce(
-            Subquery(
-                Claim.objects.filter(holder=OuterRef("pk"))
-                .order_by()
-                .values("holder")
-                .annotate(n=Count("*"))
-                .values("n")
-            ),
-            0,
-        )
-    qn = connection.ops.quote_name
-    claim, engine = Claim._meta.db_table, Engine._meta.db_table
-    return RawSQL(
-        f"(SELECT COUNT(*) FROM (SELECT 1 FROM {qn(claim)} c WHERE c.{qn('holder_id')} = "
-        f"{qn(engine)}.{qn('id')} LIMIT %s) held)",
-        (CLAIMS_COUNT_CAP + 1,),
-        output_field=models.IntegerField(),
-    )
 
 
 def capped_counts(queries: dict[str, models.QuerySet], cap: int, using: str) -> dict[str, int]:

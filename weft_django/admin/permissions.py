@@ -15,7 +15,9 @@ Doing (each also needs ``view_workflowrun``):
 
 * ``operate_workflowrun``: suspend, resume, send a signal;
 * ``operate_workflowrun`` and ``delete_workflowrun``: cancel (irreversible);
-* ``delete_workflowrun``: purge (irreversible, deletes the history).
+* ``delete_workflowrun``: purge (irreversible, deletes the history);
+* ``operate_workflowrun`` and ``add_workflowrun``: retry and fork (each starts
+  a run); cancel with children needs what cancel needs.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ def purge_permission(request: HttpRequest) -> bool:
 def cancel_permission(request: HttpRequest) -> bool:
     """Cancel: an operation, and irreversible, so both."""
     return operate_permission(request) and purge_permission(request)
+
+
+def recover_permission(request: HttpRequest) -> bool:
+    """Retry and fork (each starts a run): ``operate_workflowrun`` and ``add_workflowrun``."""
+    return operate_permission(request) and _has(request, "add")
 
 
 #: The permission check of each operation.

@@ -38,7 +38,7 @@ from .permissions import (
     operate_permission,
     payload_permission,
 )
-from .scale import AdminMixinBase
+from .recover_page import RecoverPageMixin, recovery_context
 from .timeline import lease_left, pending_for, timeline_page
 
 #: The run page's buttons (cancel is a link to its confirmation page).
@@ -55,8 +55,10 @@ def offered(request: HttpRequest, status: str) -> list[str]:
     return [op for op in operations.applicable(status) if PERMISSION_OF[op](request)]
 
 
-class RunPageMixin(AdminMixinBase):
-    """The run page's timeline, owner, pending messages and operations."""
+class RunPageMixin(RecoverPageMixin):
+    """The run page's timeline, owner, pending messages and operations (and,
+    from :class:`~.recover_page.RecoverPageMixin`, retry, fork and cancel
+    with children)."""
 
     change_form_template = "admin/weft_django/workflowrun/change_form.html"
 
@@ -146,6 +148,7 @@ class RunPageMixin(AdminMixinBase):
             # Those that apply at all (purge is the run list's action).
             "run_operations": [op for op in operations.applicable(status or "") if op != "purge"],
             **pending_for(run_id, using=using),
+            **recovery_context(request, run_id, status),
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)

@@ -6,7 +6,9 @@ are right at page boundaries. Each row says what happened in words: a step and
 how long it took (time since the previous recorded event), a wait and what it
 waits on, a signal consumed, an update applied or answered, and a marker when
 the engine or the claim epoch differs from the previous event (an ownership
-change).
+change). What an event says in words (:func:`describe`) and what is pending
+(:func:`pending_for`) live in :mod:`weft_django.inspection.timeline`, shared
+with ``manage.py weft``.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 
-from ..models import UpdateRequest, UpdateStatus, WorkflowEvent, WorkflowSignal
-from .display import compact_json
+from ..inspection.timeline import PENDING_LIMIT, describe, pending_for
+from ..models import WorkflowEvent
 
 EVENTS_PER_PAGE = 100
-PENDING_LIMIT = 100
 
 
 @dataclass
@@ -36,67 +37,6 @@ class TimelineRow:
     @property
     def failed(self) -> bool:
         return self.event.error is not None
-
-
-def describe(event: WorkflowEvent, *, payloads: bool = True) -> str:
-    """One line on what the event records (without ``payloads``: what happened,
-    not the data: results and errors are left out)."""
-    if not payloads:
-        return describe_without_payload(event)
-    kind, name, result, error = event.kind, event.name, event.result, event.error
-    if kind == "step":
-        if error is not None:
-            return f"step {name} failed: {compact_json(error)}"
-        return f"step {name} -> {compact_json(result)}"
-    if kind == "wait":
-        deadline = (result or {}).get("deadline") if isinstance(result, dict) else None
-        target = name.replace(":", " ", 1)
-        return f"waits on {target}" + (f" (deadline {deadline})" if deadline else "")
-    if kind == "sleep":
-        until = (result or {}).get("until") if isinstance(result, dict) else None
-        return f"sleeps until {until}"
-    if kind == "signal":
-        if error is not None:
-            return f"signal {name}: timed out"
-        return f"signal {name} received: {compact_json(result)}"
-    if kind == "update":
-        return f"update {name} applied: {compact_json(result)}"
-    if kind == "update_wait":
-        if error is not None:
-            return f"update {name}: timed out"
-        return f"update {name} taken by wait_for_update: {compact_json(result)}"
-    if kind == "update_response":
-        return f"answer to update {name}: {compact_json(result)}"
-    if kind == "until":
-        return "wait_until: " + ("timed out" if error is not None else "condition met")
-    if kind == "child_start":
-        return f"child {compact_json(result)} started ({name})"
-    if kind == "child_result":
-        return f"child {name} finished: {compact_json(error if error is not None else result)}"
-    return f"{kind} {name} {compact_json(result)}".strip()
-
-
-#: What each kind of event is, in words, without its data.
-WITHOUT_PAYLOAD = {
-    "step": "step {name}",
-    "wait": "waits on {target}",
-    "sleep": "sleeps",
-    "signal": "signal {name} received",
-    "update": "update {name} applied",
-    "update_wait": "update {name} taken by wait_for_update",
-    "update_response": "answer to update {name}",
-    "until": "wait_until",
-    "child_start": "child started ({name})",
-    "child_result": "child {name} finished",
-}
-
-
-def describe_without_payload(event: WorkflowEvent) -> str:
-    template = WITHOUT_PAYLOAD.get(event.kind, "{kind} {name}")
-    text = template.format(
-        kind=event.kind, name=event.name, target=event.name.replace(":", " ", 1)
-    ).strip()
-    return f"{text}: failed" if event.error is not None else text
 
 
 def owner_of(event: WorkflowEvent | None) -> tuple[str, int] | None:
@@ -142,20 +82,18 @@ def timeline_page(
     return page, timeline_rows(rows, before, payloads=payloads)
 
 
-def pending_for(run_id: str, *, using: str) -> dict[str, Any]:
-    """Unconsumed signals and unanswered update requests (oldest first, bounded)."""
-    signals = list(
-        WorkflowSignal.objects.using(using)
-        .filter(run_id=run_id, consumed_at__isnull=True)
-        .order_by("id")[:PENDING_LIMIT]
-    )
-    updates = list(
-        UpdateRequest.objects.using(using)
-        .filter(run_id=run_id, status__in=[UpdateStatus.PENDING, UpdateStatus.DELIVERED])
-        .order_by("id")[:PENDING_LIMIT]
-    )
-    return {"pending_signals": signals, "pending_updates": updates, "pending_limit": PENDING_LIMIT}
-
-
 def lease_left(expires_at: datetime | None, now: datetime) -> float | None:
     return None if expires_at is None else (expires_at - now).total_seconds()
+
+
+__all__ = [
+    "EVENTS_PER_PAGE",
+    "PENDING_LIMIT",
+    "TimelineRow",
+    "describe",
+    "lease_left",
+    "owner_of",
+    "pending_for",
+    "timeline_page",
+    "timeline_rows",
+]

@@ -9,6 +9,7 @@ rest are these functions):
 - :mod:`.reads`: ``result`` and ``describe`` (a ``WorkflowDescription``);
 - :mod:`.updates`: ``update`` and ``query``, the request/response verbs;
 - :mod:`.schedules`: ``pause_schedule``, ``resume_schedule``, ``trigger_schedule``.
+- :mod:`.recovery`: ``retry`` and ``fork``, which start a new run made from an old one.
 
 The operator verbs (cancel, suspend, resume, purge, signal) share one audited
 code path with the admin and ``manage.py weft_operate``
@@ -16,6 +17,7 @@ code path with the admin and ``manage.py weft_operate``
 """
 
 from .reads import WorkflowDescription, describe, result
+from .recovery import fork, retry
 from .runs import WorkflowHandle, cancel, get_handle, purge, resume, signal, start, suspend
 from .schedules import pause_schedule, resume_schedule, trigger_schedule
 from .updates import query, update
@@ -30,6 +32,8 @@ __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
     "suspend",
     "resume",
     "purge",
+    "retry",
+    "fork",
     "result",
     "describe",
     "WorkflowDescription",

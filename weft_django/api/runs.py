@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
-from .. import operations
+from .. import operations, recovery
 from ..exceptions import (
     WorkflowAlreadyExistsError,
     WorkflowNotFoundError,
@@ -131,9 +131,21 @@ def signal(
 
 
 def cancel(
-    workflow_id: str, *, reason: str | None = None, by: Any = None, using: str | None = None
+    workflow_id: str,
+    *,
+    children: bool = False,
+    reason: str | None = None,
+    by: Any = None,
+    using: str | None = None,
 ) -> None:
     """Cancel a run from any process: epoch rotated, holder dropped, status cancelled.
+
+    With ``children=True`` its unfinished descendants (the runs it started with
+    ``ctx.start_child``, theirs, ...) are cancelled too, each the same way in
+    its own transaction, after it and level by level
+    (:func:`weft_django.recovery.cancel_tree`); a descendant that could not be
+    cancelled raises its error once the others are done. By default children
+    are left running (docs/workflows.md, "Children").
 
     The run's error records who and why: ``"cancelled by <by>: <reason>"``
     (``by`` a user or a name, default ``"an operator"``; ``reason`` at most 500
@@ -144,7 +156,12 @@ def cancel(
     open transaction (a transactional step) past the bounded lock wait; nothing
     is changed then. A reason over 500 characters raises ``ValueError``.
     """
-    operations.cancel(workflow_id, reason=reason, by=by, using=using)
+    if not children:
+        operations.cancel(workflow_id, reason=reason, by=by, using=using)
+        return
+    outcome = recovery.cancel_tree(workflow_id, reason=reason, by=by, using=using)
+    if outcome.failed:
+        raise outcome.failed[0][1]
 
 
 def suspend(
@@ -244,13 +261,13 @@ class WorkflowHandle:
         """
         return updates.query(self.id, name, *args, using=self.using)
 
-    def cancel(self, *, reason: str | None = None, by: Any = None) -> None:
-        """Cancel this run.
+    def cancel(self, *, children: bool = False, reason: str | None = None, by: Any = None) -> None:
+        """Cancel this run (and its unfinished descendants with ``children=True``).
 
         The arguments, the return value and the errors are those of :func:`cancel`,
         on this handle's run and database alias (``using``).
         """
-        cancel(self.id, reason=reason, by=by, using=self.using)
+        cancel(self.id, children=children, reason=reason, by=by, using=self.using)
 
     def suspend(self, *, reason: str | None = None, by: Any = None) -> None:
         """Suspend this run until it is resumed.

@@ -42,6 +42,11 @@ class WorkflowRun(models.Model):
     result = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     error = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     parent_id = models.CharField(max_length=255, blank=True, default="")
+    # The run this one was made from by ``weft.retry`` (``origin_step`` None) or
+    # ``weft.fork`` (``origin_step`` the step it ran again from); None otherwise
+    # (NULL, not "": adding the column rewrites no row).
+    origin_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    origin_step = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     start_at = models.DateTimeField(null=True, blank=True)
@@ -64,6 +69,8 @@ class WorkflowRun(models.Model):
         indexes = [
             models.Index(fields=["-created_at"], name="weft_run_created_idx"),
             models.Index(fields=["parent_id"], name="weft_run_parent_idx"),
+            # The run page's "retries and forks of this run".
+            models.Index(fields=["origin_id"], name="weft_run_origin_idx"),
             # The admin: runs filtered by status or workflow in the changelist's
             # order (newest first, then id: no sort), and "failed in the last day".
             models.Index(fields=["status", "created_at", "id"], name="weft_run_status_created_idx"),

@@ -170,6 +170,23 @@ def chaos(ctx: Context, index: int, hold: float = 0.0) -> dict[str, Any]:
     return {"index": index, "signal": signal, "child": child_value, "total": total}
 
 
+def tree(ctx: Context, depth: int, nap_s: float = 2.0) -> Any:
+    """A node of a tree of ``depth`` levels: a step "enter", then a child one
+    level down (``it.tree_leaf`` at the bottom) and its result."""
+    ctx.step(record, ctx.workflow_id, "enter", ctx.epoch, name="enter", transactional=True)
+    child = "it.tree" if depth > 2 else "it.tree_leaf"
+    return ctx.start_child(child, depth - 1, nap_s).result()
+
+
+def tree_leaf(ctx: Context, depth: int, nap_s: float = 2.0) -> int:
+    """The bottom of ``it.tree``: waits for "go", then a slow step (its start
+    leaves a ``nap`` row), then a step "after"."""
+    ctx.wait_for_signal("go")
+    ctx.step(nap, ctx.workflow_id, "nap", nap_s, name="nap")
+    ctx.step(record, ctx.workflow_id, "after", ctx.epoch, name="after", transactional=True)
+    return depth
+
+
 WORKFLOWS = {
     "it.chaos": chaos,
     "it.chaos_child": chaos_child,
@@ -181,6 +198,8 @@ WORKFLOWS = {
     "it.noop_steps": noop_steps,
     "it.fails": fails,
     "it.many_steps": many_steps,
+    "it.tree": tree,
+    "it.tree_leaf": tree_leaf,
 }
 
 _enabled = [name for name in os.environ.get("WEFT_IT_WORKFLOWS", "").split(",") if name]

@@ -1,5 +1,11 @@
 """``manage.py weft_operate``: an operator's operation from the terminal.
 
+Deprecated: ``manage.py weft`` (docs/console.md) is the console, with the
+same operations (``cancel``, ``suspend``, ``resume``, ``signal``) and the
+reads, ``retry`` and ``fork``; this command stays for scripts written against
+it, and for ``purge``, and prints a one-line notice on stderr when run from
+the command line.
+
     manage.py weft_operate cancel RUN_ID [RUN_ID ...] --reason "duplicate order" --user alice
     manage.py weft_operate suspend|resume|purge RUN_ID ...
     manage.py weft_operate signal RUN_ID ... --name decision --payload '{"ok": true}'
@@ -29,7 +35,10 @@ IRREVERSIBLE = ("cancel", "purge")
 
 
 class Command(BaseCommand):
-    help = "Cancel, suspend, resume, purge or signal runs, recorded with a reason and an actor."
+    help = (
+        "Deprecated (use manage.py weft): cancel, suspend, resume, purge or signal runs, "
+        "recorded with a reason and an actor."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("operation", choices=sorted(operations.APPLIES_TO))
@@ -45,6 +54,8 @@ class Command(BaseCommand):
         parser.add_argument("--yes", action="store_true", help="Do not ask before cancel/purge.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if getattr(self, "_called_from_command_line", False):
+            self.stderr.write("weft_operate is deprecated: use manage.py weft (docs/console.md)")
         operation: str = options["operation"]
         run_ids: list[str] = options["run_ids"]
         by = self._actor(options["user"])
