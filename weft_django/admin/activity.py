@@ -52,15 +52,19 @@ def _minute(value: datetime) -> datetime:
     return value.astimezone(UTC).replace(second=0, microsecond=0)
 
 
-def per_minute(queryset: QuerySet, field: str, *extra: str) -> list[dict[str, Any]]:
+def counted_per_minute(queryset: QuerySet, field: str, *extra: str) -> QuerySet:
     """``queryset`` counted per minute of ``field`` (UTC minutes), grouped by ``extra``."""
-    return list(
+    return (
         queryset.order_by()
         .annotate(minute=TruncMinute(field, tzinfo=UTC))
         .values("minute", *extra)
         .annotate(n=Count("*"))
         .order_by()
     )
+
+
+def per_minute(queryset: QuerySet, field: str, *extra: str) -> list[dict[str, Any]]:
+    return list(counted_per_minute(queryset, field, *extra))
 
 
 def started_query(since: datetime, now: datetime, using: str) -> QuerySet:
@@ -104,9 +108,7 @@ def steps_query(since: datetime, now: datetime, low: int, high: int, using: str)
     )
 
 
-def activity_charts(
-    now: datetime, engine_rows: list[dict[str, Any]], *, using: str
-) -> list[Chart]:
+def activity_charts(now: datetime, engine_rows: list[dict[str, Any]], *, using: str) -> list[Chart]:
     """The overview's charts: runs started, completed and failed per minute,
     steps per second (per minute), claims held per live engine."""
     since, until = window(now)
@@ -129,14 +131,10 @@ def activity_charts(
                 f"{oldest_at.astimezone(UTC):%H:%M:%S} UTC"
             )
     live = [row for row in engine_rows if row["state"] in ("live", "expiring")]
-    held = [
-        (row["engine"].pk, row["claims_held"].value, row["claims_held"].capped) for row in live
-    ]
+    held = [(row["engine"].pk, row["claims_held"].value, row["claims_held"].capped) for row in live]
     return [
         minute_chart("started", "Runs started per minute", started, now),
-        minute_chart(
-            "completed", "Runs completed per minute", finished[RunStatus.COMPLETED], now
-        ),
+        minute_chart("completed", "Runs completed per minute", finished[RunStatus.COMPLETED], now),
         minute_chart("failed", "Runs failed per minute", finished[RunStatus.FAILED], now),
         minute_chart(
             "steps",
@@ -149,4 +147,3 @@ def activity_charts(
         ),
         engine_chart("claims", "Claims held per live engine", held),
     ]
-

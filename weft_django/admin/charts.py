@@ -104,9 +104,10 @@ class Scale:
             return [Tick(x=round(self.left, 1), at=self.start)]
         step = self.seconds / (count - 1)
         return [
-            Tick(x=self.x(self.start + timedelta(seconds=step * i)), at=self.start + timedelta(
-                seconds=step * i
-            ))
+            Tick(
+                x=self.x(self.start + timedelta(seconds=step * i)),
+                at=self.start + timedelta(seconds=step * i),
+            )
             for i in range(count)
         ]
 
@@ -132,6 +133,7 @@ class Band:
     label: str
     title: str
     changed: bool  # an ownership change at its left edge
+    shown: str = ""  # the label cut to what the band's width holds
 
     @property
     def seconds(self) -> float:
@@ -299,6 +301,7 @@ def timeline_picture(
             began = at if after_wait else (row.previous_at or at)
             x = scale.x(began)
             width = max(scale.x(at) - x, MIN_BAR)
+            x = round(min(x, GUTTER + PLOT - width), 1)  # a tick at the end stays inside
             seconds = None if after_wait else row.took
             attempts = _attempts(event.error)
             failed = event.error is not None
@@ -310,7 +313,7 @@ def timeline_picture(
                 Bar(
                     x=x,
                     y=y,
-                    width=round(min(width, GUTTER + PLOT - x), 1),
+                    width=round(width, 1),
                     seq=event.seq,
                     name=event.name,
                     label=fit(f"#{event.seq} {event.name}", GUTTER - 8),
@@ -350,7 +353,9 @@ def timeline_picture(
                 )
             )
             continue
-        label = f"#{event.seq} {event.name}" if event.kind == "step" else f"#{event.seq} {event.kind}"
+        label = (
+            f"#{event.seq} {event.name}" if event.kind == "step" else f"#{event.seq} {event.kind}"
+        )
         picture.row_labels.append((round(y + BAR_HEIGHT - 1, 1), fit(label, GUTTER - 8)))
         line += 1
     return picture
@@ -364,10 +369,14 @@ def _bands(rows: Sequence[RowLike], scale: Scale, show_engines: bool) -> list[Ba
     for index, row in enumerate(rows):
         event = row.event
         owner = (event.engine_id, event.epoch)
-        last = index + 1 == len(rows) or (
-            rows[index + 1].event.engine_id,
-            rows[index + 1].event.epoch,
-        ) != owner
+        last = (
+            index + 1 == len(rows)
+            or (
+                rows[index + 1].event.engine_id,
+                rows[index + 1].event.epoch,
+            )
+            != owner
+        )
         if not last:
             continue
         stop = scale.end if index + 1 == len(rows) else event.created_at
@@ -379,9 +388,11 @@ def _bands(rows: Sequence[RowLike], scale: Scale, show_engines: bool) -> list[Ba
         seconds = (stop - start).total_seconds()
         title = f"owner {name}: {human_duration(seconds)}"
         if previous is not None:
-            title += f" (took over from {previous.label})" if (
-                previous.engine_id != event.engine_id
-            ) else " (new epoch)"
+            title += (
+                f" (took over from {previous.label})"
+                if (previous.engine_id != event.engine_id)
+                else " (new epoch)"
+            )
         bands.append(
             Band(
                 x=x,
@@ -398,7 +409,7 @@ def _bands(rows: Sequence[RowLike], scale: Scale, show_engines: bool) -> list[Ba
         )
         start = stop
     for band in bands:
-        band.label = fit(band.label, band.width - 6) if band.width < 400 else band.label
+        band.shown = fit(band.label, band.width - 6)
     return bands
 
 
