@@ -319,10 +319,10 @@ def load_runs(count: int) -> None:
         cursor.execute(
             f"INSERT INTO {run} (id, workflow_name, workflow_version, status, args, kwargs, "
             "parent_id, created_at, updated_at, finished_at) "
-            "SELECT 'x-' || n, 't.wf', 1, CASE WHEN n % 3 = 0 THEN 'completed' "
-            "WHEN n % 3 = 1 THEN 'failed' ELSE 'waiting' END, '[]', '{}', '', "
+            "SELECT 'x-' || n, 't.wf', 1, CASE WHEN n %% 3 = 0 THEN 'completed' "
+            "WHEN n %% 3 = 1 THEN 'failed' ELSE 'waiting' END, '[]', '{}', '', "
             "now() - interval '30 days' * (n::float / %s), now(), "
-            "CASE WHEN n % 3 < 2 THEN now() - interval '30 days' * (n::float / %s) END "
+            "CASE WHEN n %% 3 < 2 THEN now() - interval '30 days' * (n::float / %s) END "
             "FROM generate_series(0, %s) n",
             [count, count, count - 1],
         )
@@ -350,11 +350,13 @@ class Statement:
 
 def chart_statements(now: datetime) -> list[tuple[str, Statement]]:
     since, until = activity.window(now)
+    newest, low, _ = activity.step_bounds("default")
+    assert newest is not None and low
     found = []
     for name, queryset in (
         ("started", activity.started_query(since, until, "default")),
         ("finished", activity.finished_query(since, until, "default")),
-        ("steps", activity.steps_query(since, until, 1, 10**9, "default")),
+        ("steps", activity.steps_query(since, until, low, newest, "default")),
     ):
         field = "finished_at" if name == "finished" else "created_at"
         extra = ("status",) if name == "finished" else ()
@@ -364,11 +366,24 @@ def chart_statements(now: datetime) -> list[tuple[str, Statement]]:
     return found
 
 
+INDEXES = {
+    "started": {"weft_run_created_idx"},
+    "finished": {"weft_run_finished_idx", "weft_run_failed_idx"},
+    "steps": {f"{WorkflowEvent._meta.db_table}_pkey"},
+}
+
+
 @pytest.mark.postgres
-def test_postgresql_counts_the_last_hour_off_indexes(db: None) -> None:
+def test_postgresql_counts_the_last_hour_off_indexes(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Right after a bulk load (no statistics) and after ANALYZE, each chart
-    statement is a range scan on its index, never a sequential scan."""
+    statement is a range scan on its index, never a sequential scan; the
+    steps' bounds walk the primary key backwards (a sample a thirtieth of the
+    events, as 50,000 is of bench/admin_pages.py's 10,000,000 and more)."""
     from weft_django.ownership import db_now
+
+    monkeypatch.setattr(activity, "STEP_SAMPLE", 1_000)
 
     load_runs(RUNS)
     for analyzed in (False, True):
@@ -379,9 +394,10 @@ def test_postgresql_counts_the_last_hour_off_indexes(db: None) -> None:
                 )
         for name, statement in chart_statements(db_now()):
             nodes = explain(statement.sql, statement.params)
-            scans = [n for n in nodes if "Relation Name" in n]
-            assert scans and all("Index" in n["Node Type"] for n in scans), (name, analyzed, scans)
-            assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], (name, nodes)
+            assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], (name, analyzed, nodes)
+            # An index scan, or a bitmap of the index's range: driven by the index.
+            used = {n["Index Name"] for n in nodes if "Index Name" in n}
+            assert used and used <= INDEXES[name], (name, analyzed, used)
         with CaptureQueriesContext(connection) as queries:
             activity.step_bounds("default")
         (bounds,) = queries.captured_queries

@@ -1,6 +1,6 @@
 """The overview over time: what the last hour looked like, from bounded queries.
 
-Three statements, each a range scan on an index over the last hour only
+Four statements, each a range scan (or a one-row lookup) on an index over the last hour only
 (their cost follows the last hour's activity, never the size of the tables):
 
 - runs started per minute: ``created_at`` in ``[hour ago, now]``, counted per
@@ -10,11 +10,12 @@ Three statements, each a range scan on an index over the last hour only
   (``status, finished_at, id``);
 - steps per second: the events table has no index on its time (every step
   writes it; an index there would be paid on the hottest insert), so the
-  steps are counted among the newest :data:`STEP_SAMPLE` events, found by
-  walking the primary key backwards (one statement gives the bounds of that
-  id range), then a ``BETWEEN`` on the primary key. When the last hour
-  holds more events than that, the chart covers the newest part and says
-  since when.
+  steps are counted among the newest :data:`STEP_SAMPLE` event ids (ids come
+  from a sequence: ``BETWEEN newest - STEP_SAMPLE + 1 AND newest`` on the
+  primary key holds at most that many rows; one more statement reads the
+  newest id and the time of the first event in that range, one row each
+  off the primary key). When the last hour holds more events than that, the
+  chart covers the newest part and says since when.
 
 Both run queries are written as ``BETWEEN`` (a bounded range): right after a
 bulk load, with no statistics, PostgreSQL estimates a closed range as small
@@ -29,7 +30,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    ExpressionWrapper,
+    QuerySet,
+    Subquery,
+    Value,
+)
 from django.db.models.functions import TruncMinute
 
 from ..models import RunStatus, WorkflowEvent, WorkflowRun
@@ -78,28 +86,34 @@ def finished_query(since: datetime, now: datetime, using: str) -> QuerySet:
 
 
 def step_bounds(using: str) -> tuple[int | None, int | None, datetime | None]:
-    """The newest event id, the id :data:`STEP_SAMPLE` events back (``None``
-    when there are fewer) and that event's time: one statement, three scalar
-    subqueries, each walking the primary key backwards."""
-    events = WorkflowEvent.objects.using(using).order_by("-id")
+    """The newest event id, the lowest id of the newest :data:`STEP_SAMPLE`
+    ids (ids come from a sequence: that range holds at most that many events)
+    and the time of the first event in it: one statement, two scalar
+    subqueries, each one row off the primary key (no ``OFFSET`` walk)."""
+    events = WorkflowEvent.objects.using(using)
+    newest = events.order_by("-id").values("id")[:1]
+    low = ExpressionWrapper(
+        Subquery(newest) - Value(STEP_SAMPLE - 1), output_field=BigIntegerField()
+    )
+    first_at = events.filter(id__gte=low).order_by("id").values("created_at")[:1]
     connection = connections[using]
     parts, params = [], []
-    for queryset in (
-        events.values("id")[:1],
-        events.values("id")[STEP_SAMPLE - 1 : STEP_SAMPLE],
-        events.values("created_at")[STEP_SAMPLE - 1 : STEP_SAMPLE],
-    ):
+    for queryset in (newest, first_at):
         sql, sql_params = queryset.query.get_compiler(using=using).as_sql()
         parts.append(f"({sql})")
         params.extend(sql_params)
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts), params)
-        newest, oldest, oldest_at = cursor.fetchone()
-    if isinstance(oldest_at, str):  # SQLite: the text of the subquery's datetime
-        oldest_at = datetime.fromisoformat(oldest_at)
-    if isinstance(oldest_at, datetime) and oldest_at.tzinfo is None:  # stored in UTC
-        oldest_at = oldest_at.replace(tzinfo=UTC)
-    return newest, oldest, oldest_at
+        top, first = cursor.fetchone()
+    if top is None:
+        return None, None, None
+    bottom = max(int(top) - STEP_SAMPLE + 1, 0)
+    if isinstance(first, str):  # SQLite: the text of the subquery's datetime
+        first = datetime.fromisoformat(first)
+    if isinstance(first, datetime) and first.tzinfo is None:  # stored in UTC
+        first = first.replace(tzinfo=UTC)
+    # Below the sample's bottom there may be older events: say since when it covers.
+    return int(top), bottom, first if bottom > 0 else None
 
 
 def steps_query(since: datetime, now: datetime, low: int, high: int, using: str) -> QuerySet:
@@ -122,7 +136,7 @@ def activity_charts(now: datetime, engine_rows: list[dict[str, Any]], *, using: 
     steps: dict[datetime, float] = {}
     note = ""
     if newest is not None:
-        low = oldest if oldest is not None else 0
+        low = oldest or 0
         for row in per_minute(steps_query(since, until, low, newest, using), "created_at"):
             steps[_minute(row["minute"])] = row["n"]
         if oldest_at is not None and oldest_at > since:
