@@ -21,13 +21,8 @@ from django.utils import timezone
 
 from tests.factories import EngineFactory, WorkflowRunFactory
 from weft_django.admin import activity
-from weft_django.admin.charts import (
-    GUTTER,
-    PLOT,
-    human_duration,
-    minute_chart,
-    timeline_picture,
-)
+from weft_django.admin.charts import human_duration, minute_chart
+from weft_django.admin.pictures import GUTTER, PLOT, timeline_picture
 from weft_django.admin.timeline import timeline_rows
 from weft_django.models import WorkflowEvent, WorkflowRun
 
@@ -248,7 +243,7 @@ def test_the_overview_charts_count_the_last_hour_per_minute(admin_client: Any) -
 
     now = db_now()
     minute = now.replace(second=0, microsecond=0)
-    for n in range(3):
+    for _ in range(3):
         WorkflowRunFactory(created_at=minute - timedelta(minutes=5))
     WorkflowRunFactory(created_at=now - timedelta(hours=2))  # outside the hour
     done = WorkflowRunFactory(completed=True, finished_at=minute - timedelta(minutes=2))

@@ -28,7 +28,6 @@ from django.views.decorators.http import require_POST
 from .. import operations
 from ..models import TERMINAL_STATUSES, Claim, WorkflowRun, db_for
 from .actions import VERBS, confirmation_page, confirmed
-from .charts import timeline_picture
 from .display import request_db_now
 from .forms import ReasonForm, SendSignalForm
 from .guards import clean_object_id
@@ -39,6 +38,7 @@ from .permissions import (
     operate_permission,
     payload_permission,
 )
+from .pictures import timeline_picture
 from .scale import AdminMixinBase
 from .timeline import lease_left, pending_for, timeline_page
 
