@@ -338,6 +338,7 @@ def check_the_timeline_picture(
     assert drawn["6"] > drawn["5"] > drawn["2"] > 0  # 7.5 s, 2.5 s, 1.6 s
     (gap,) = picture.find_elements(By.CSS_SELECTOR, "g.weft-gap")
     assert "waits on signal decision" in gap.text
-    browser.execute_script("arguments[0].scrollIntoView();", picture)
+    heading = browser.find_element(By.ID, "weft-timeline")
+    browser.execute_script("arguments[0].scrollIntoView();", heading)
     picture.screenshot(str(shots / "admin-run-timeline-picture.png"))
     browser.save_screenshot(str(shots / "admin-run-timeline.png"))

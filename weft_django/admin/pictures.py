@@ -32,7 +32,7 @@ from .charts import fit, human_duration
 #: The viewBox width of the picture, and its left gutter (row labels).
 WIDTH = 960
 GUTTER = 190
-PLOT = WIDTH - GUTTER - 10
+PLOT = WIDTH - GUTTER - 40  # room on the right for a failed step's marks
 BAND_HEIGHT = 20
 MARKER_ROW = 16
 ROW_HEIGHT = 16
@@ -174,6 +174,10 @@ class TimelinePicture:
     row_labels: list[tuple[float, str]] = field(default_factory=list)
 
     @property
+    def plot_right(self) -> int:
+        return self.plot_left + self.plot_width
+
+    @property
     def takeovers(self) -> list[Band]:
         return [band for band in self.bands if band.changed]
 
@@ -260,10 +264,9 @@ def timeline_picture(
         at = event.created_at
         y = rows_y + line * ROW_HEIGHT + (ROW_HEIGHT - BAR_HEIGHT) / 2
         if event.kind == "step":
-            previous = rows[index - 1].event if index else None
-            after_wait = previous is not None and previous.kind in WAITING_KINDS
             # After a wait the step's start is not recorded (the wait's gap holds it).
-            began = at if after_wait else (row.previous_at or at)
+            began = began_at(rows, index)
+            after_wait = index > 0 and rows[index - 1].event.kind in WAITING_KINDS
             x = scale.x(began)
             width = max(scale.x(at) - x, MIN_BAR)
             x = round(min(x, GUTTER + PLOT - width), 1)  # a tick at the end stays inside
@@ -326,36 +329,43 @@ def timeline_picture(
     return picture
 
 
+def began_at(rows: Sequence[RowLike], index: int) -> datetime:
+    """When the work ``rows[index]`` records began, as far as the history says:
+    a step, at the event before it (unless that was a wait: then unknown, its
+    own time); any other event, at its own time."""
+    row = rows[index]
+    event = row.event
+    if event.kind != "step" or row.previous_at is None:
+        return event.created_at
+    previous = rows[index - 1].event if index else None
+    if previous is not None and previous.kind in WAITING_KINDS:
+        return event.created_at
+    return row.previous_at
+
+
 def _bands(rows: Sequence[RowLike], scale: Scale, show_engines: bool) -> list[Band]:
-    """Contiguous owner bands: each stretch ``(previous event, event]`` belongs
-    to the owner that recorded the event."""
+    """Contiguous owner bands, each from where the owner's first work on the
+    page began (:func:`began_at`) to where the next owner's began: a wait
+    stays with the owner that parked the run until another records something."""
     bands: list[Band] = []
     start = scale.start
     for index, row in enumerate(rows):
         event = row.event
         owner = (event.engine_id, event.epoch)
-        last = (
-            index + 1 == len(rows)
-            or (
-                rows[index + 1].event.engine_id,
-                rows[index + 1].event.epoch,
-            )
-            != owner
-        )
-        if not last:
+        following = rows[index + 1].event if index + 1 < len(rows) else None
+        if following is not None and (following.engine_id, following.epoch) == owner:
             continue
-        stop = scale.end if index + 1 == len(rows) else event.created_at
+        stop = scale.end if following is None else max(began_at(rows, index + 1), start)
         x = scale.x(start)
         width = round(max(scale.x(stop) - x, 0.0), 1)
         name = _owner(event, show_engines)
         previous = bands[-1] if bands else None
-        changed = previous is not None
         seconds = (stop - start).total_seconds()
         title = f"owner {name}: {human_duration(seconds)}"
         if previous is not None:
             title += (
                 f" (took over from {previous.label})"
-                if (previous.engine_id != event.engine_id)
+                if previous.engine_id != event.engine_id
                 else " (new epoch)"
             )
         bands.append(
@@ -369,7 +379,7 @@ def _bands(rows: Sequence[RowLike], scale: Scale, show_engines: bool) -> list[Ba
                 index=len(bands),
                 label=name,
                 title=title,
-                changed=changed,
+                changed=previous is not None,
             )
         )
         start = stop
