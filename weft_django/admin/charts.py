@@ -131,7 +131,7 @@ def minute_chart(
     peak = max(values, default=0.0)
     plot = CHART_HEIGHT - CHART_AXIS
     slot = CHART_WIDTH / max(len(starts), 1)
-    columns = []
+    columns: list[Column] = []
     for start, value in zip(starts, values, strict=True):
         height = round(plot * value / peak, 1) if peak else 0.0
         if value and height < 1:
@@ -170,7 +170,7 @@ def engine_chart(name: str, title: str, held: Sequence[tuple[str, int, bool]]) -
     peak = float(max((count for _, count, _ in held), default=0))
     plot = CHART_HEIGHT - CHART_AXIS
     slot = CHART_WIDTH / max(len(held), 1)
-    columns = []
+    columns: list[Column] = []
     for index, (label, count, capped) in enumerate(held):
         height = round(plot * count / peak, 1) if peak else 0.0
         if count and height < 1:
