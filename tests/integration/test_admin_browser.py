@@ -342,3 +342,11 @@ def check_the_timeline_picture(
     browser.execute_script("arguments[0].scrollIntoView();", heading)
     picture.screenshot(str(shots / "admin-run-timeline-picture.png"))
     browser.save_screenshot(str(shots / "admin-run-timeline.png"))
+    # The admin's dark theme restyles the picture (its colours are the admin's variables).
+    fill = "return getComputedStyle(arguments[0]).fill;"
+    band = bands[0].find_element(By.CSS_SELECTOR, "rect.weft-band-column")
+    light = browser.execute_script(fill, band)
+    browser.execute_script("document.documentElement.dataset.theme = 'dark';")
+    assert browser.execute_script(fill, band) != light
+    picture.screenshot(str(shots / "admin-run-timeline-picture-dark.png"))
+    browser.execute_script("document.documentElement.dataset.theme = 'light';")
