@@ -85,8 +85,8 @@ class Tick:
 
 @dataclass
 class Band:
-    """One owner's stretch: the events it recorded, from the end of the event
-    before its first one to its last one."""
+    """One owner's stretch: from where its first recorded work on the page
+    began to where the next owner's began (:func:`_bands`)."""
 
     x: float
     width: float
