@@ -7,10 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
-from django.utils import timezone
-from django.utils.html import format_html
 
 from ..admin.charts import human_duration
+from ..admin.display import time_html
 
 register = template.Library()
 
@@ -42,11 +41,4 @@ def when(value: datetime | None) -> str:
     second, the exact value on hover: ``<time datetime=... title=...>``."""
     if not isinstance(value, datetime):
         return ""
-    shown = timezone.localtime(value) if timezone.is_aware(value) else value
-    exact = shown.isoformat(sep=" ", timespec="microseconds")
-    return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
-        value.isoformat(),
-        exact,
-        shown.strftime("%Y-%m-%d %H:%M:%S"),
-    )
+    return time_html(value)
