@@ -8,7 +8,8 @@ Builds the data in the scratch database ``bench_h12`` (``--dbname``) with
 planner sees the tables as they are right after a bulk load), then renders
 each admin page with Django's test client logged in as a superuser and prints
 the median time of ``--repeat`` renders and the number of queries. Target
-(docs/benchmarks.md): every page under 500 ms. The database is dropped at the
+(docs/benchmarks.md): every page under 500 ms; the overview charts' statements
+are explained (EXPLAIN) and must use their indexes. The database is dropped at the
 end unless ``--keep``; ``--reuse`` skips the build when the database exists.
 
 Data: runs ``run-0000001``... over 30 days, 90 % completed, 2 % failed,
@@ -208,7 +209,61 @@ def pages(runs: int) -> list[tuple[str, str]]:
         ("run page (20,000 events)", change("workflowrun", "run-big")),
         ("run page, last timeline page", change("workflowrun", "run-big", "?events_page=99999")),
         ("run page (10 events)", change("workflowrun", mid)),
+        ("run page, a takeover in view", change("workflowrun", "run-big", "?events_page=50")),
     ]
+
+
+def explain_charts() -> list[tuple[str, str]]:
+    """The overview charts' statements explained on the big tables: the index
+    each one uses (a sequential scan stops the benchmark)."""
+    import json
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from weft_django.admin import activity
+    from weft_django.ownership import db_now
+
+    now = db_now()
+    since, until = activity.window(now)
+    with CaptureQueriesContext(connection) as bounds:
+        newest, low, _ = activity.step_bounds("default")
+    statements = [("steps' bounds", bounds.captured_queries[0]["sql"], None)]
+    for name, queryset, field, extra in (
+        ("runs started", activity.started_query(since, until, "default"), "created_at", ()),
+        (
+            "runs finished",
+            activity.finished_query(since, until, "default"),
+            "finished_at",
+            ("status",),
+        ),
+        (
+            "steps",
+            activity.steps_query(since, until, low or 0, newest or 0, "default"),
+            "created_at",
+            (),
+        ),
+    ):
+        sql, params = activity.counted_per_minute(queryset, field, *extra).query.sql_with_params()
+        statements.append((name, sql, params))
+    found = []
+    for name, sql, params in statements:
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            (raw,) = cursor.fetchone()
+        plan = raw if isinstance(raw, list) else json.loads(raw)
+        nodes, todo = [], [plan[0]["Plan"]]
+        while todo:
+            node = todo.pop()
+            nodes.append(node)
+            todo.extend(node.get("Plans", []))
+        if any(node["Node Type"] == "Seq Scan" for node in nodes):
+            raise SystemExit(f"{name}: a sequential scan: {json.dumps(plan, indent=1)}")
+        scans = sorted(
+            {f"{node['Node Type']} {node['Index Name']}" for node in nodes if "Index Name" in node}
+        )
+        found.append((name, ", ".join(scans)))
+    return found
 
 
 def measure(args: argparse.Namespace) -> list[tuple[str, float, int, int]]:
@@ -275,6 +330,8 @@ def main() -> None:
     print_table(
         ["page", "ms", "queries", "KiB"], [(n, ms, q, size // 1024) for n, ms, q, size in rows]
     )
+    print("\nthe overview charts' plans (EXPLAIN):")
+    print_table(["statement", "scans"], explain_charts())
     worst = max(ms for _, ms, _, _ in rows)
     print(f"\nslowest page: {worst:.0f} ms (target < 500 ms)")
     print(f"command: {command_line()}")

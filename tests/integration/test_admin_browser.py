@@ -6,8 +6,12 @@ An operator logs in, opens the overview, finds the worker's engine and the run
 it holds, sends the ``decision`` signal from the run page and watches the run
 complete; then cancels a held run from its run page and another from the run
 list, each through the cancel confirmation page with a reason, and finds both
-in the admin's "Recent actions". Screenshots go to ``WEFT_SCREENSHOT_DIR`` (default: the test's tmp
-dir); docs/img/ holds two of them. Without Chromium the test is skipped with
+in the admin's "Recent actions". On the way it opens a run with a takeover
+in its history and checks the timeline picture draws the owner bands and the
+step bars, and that the overview draws the last hour's charts. Screenshots go
+to ``WEFT_SCREENSHOT_DIR`` (default: the test's tmp dir); with
+``WEFT_SCREENSHOT_DOCS=1`` two of them (the overview and the run's timeline
+picture) are copied to docs/img/. Without Chromium the test is skipped with
 the reason, except under CI (``CI=true``), where it fails.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,7 @@ import pytest
 import weft_django as weft
 from tests.conftest import services_required
 from tests.integration.helpers import FAST, wait_for
-from weft_django.models import Claim, RunStatus, WorkflowRun
+from weft_django.models import Claim, RunStatus, WorkflowEvent, WorkflowRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -111,6 +116,8 @@ def test_operator_signals_a_held_run_from_the_admin(
 
     wait_for(held, 60, what=f"{run_id} to wait for its decision", on_timeout=workers.tails)
 
+    takeover_run = fabricate_history(worker.engine_id)
+
     # Log in, straight to the overview.
     browser.get(f"{live_server.url}/admin/login/?next=/admin/weft_django/overview/")
     browser.find_element(By.NAME, "username").send_keys("operator")
@@ -119,7 +126,18 @@ def test_operator_signals_a_held_run_from_the_admin(
     browser.find_element(By.ID, "toggle-nav-sidebar").click()  # room for the tables
     row = browser.find_element(By.CSS_SELECTOR, f'tr.weft-engine[data-engine="{worker.engine_id}"]')
     assert "live" in row.find_element(By.CSS_SELECTOR, ".weft-state").text
+    # The last hour in charts: a column per minute, the fabricated runs counted.
+    started = browser.find_element(By.ID, "weft-chart-started")
+    drawn = [
+        float(c.get_attribute("data-value"))
+        for c in started.find_elements(By.CSS_SELECTOR, "rect.weft-column")
+    ]
+    assert len(drawn) == 60 and sum(drawn) >= 30
+    assert browser.find_elements(By.CSS_SELECTOR, "#weft-chart-failed rect.weft-column")
     browser.save_screenshot(str(shots / "admin-overview.png"))
+    check_the_timeline_picture(browser, live_server, takeover_run, worker.engine_id, shots)
+    browser.get(f"{live_server.url}/admin/weft_django/overview/")
+    row = browser.find_element(By.CSS_SELECTOR, f'tr.weft-engine[data-engine="{worker.engine_id}"]')
 
     # The worker's engine page lists the run it holds.
     row.find_element(By.LINK_TEXT, worker.engine_id).click()
@@ -161,7 +179,7 @@ def test_operator_signals_a_held_run_from_the_admin(
     if os.environ.get("WEFT_SCREENSHOT_DOCS"):  # refresh docs/img/ from a run
         docs = Path(__file__).resolve().parents[2] / "docs" / "img"
         docs.mkdir(exist_ok=True)
-        for name in ("admin-overview.png", "admin-run-signal.png"):
+        for name in ("admin-overview.png", "admin-run-timeline.png"):
             shutil.copy(shots / name, docs / name)
 
 
@@ -233,3 +251,102 @@ def cancel_through_the_confirmation_pages(
     browser.get(f"{live_server.url}/admin/")
     recent = browser.find_element(By.ID, "recent-actions-module").text
     assert f"orders.approve_order:{single}" in recent and f"orders.approve_order:{batch}" in recent
+
+
+def fabricate_history(engine_id: str) -> str:
+    """Forty runs over the last hour (a few failed) and one order whose history
+    shows a takeover: the worker's engine reserves, charges and waits for the
+    decision; another engine (epoch 2) takes over, ships, fails to notify after
+    3 attempts and falls back. Written directly (no worker runs them)."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    for n in range(40):
+        began = now - timedelta(minutes=58 - n * 1.4, seconds=n % 7)
+        status = RunStatus.FAILED if n % 9 == 4 else RunStatus.COMPLETED
+        WorkflowRun.objects.create(
+            id=f"browser-past-{n:02d}",
+            workflow_name="orders.approve_order",
+            status=status,
+            created_at=began,
+            started_at=began,
+            finished_at=began + timedelta(seconds=20 + n % 5),
+            error={"type": "ValueError", "message": "card declined"}
+            if status == RunStatus.FAILED
+            else None,
+        )
+    run = WorkflowRun.objects.create(
+        id="browser-takeover",
+        workflow_name="orders.approve_order",
+        status=RunStatus.COMPLETED,
+        created_at=now - timedelta(minutes=3),
+        finished_at=now - timedelta(seconds=20),
+        result={"status": "shipped"},
+    )
+    other = "host-b-4242-5f0c1a2e"
+    history = [
+        (0.0, "step", "orders.reserve_stock", engine_id, 1, None),
+        (1.6, "step", "orders.charge_card", engine_id, 1, None),
+        (2.0, "wait", "signal:decision", engine_id, 1, None),
+        (64.0, "signal", "decision", other, 2, None),
+        (66.5, "step", "orders.ship", other, 2, None),
+        (74.0, "step", "orders.notify", other, 2, {"type": "SMTPError", "attempts": 3}),
+        (75.2, "step", "orders.notify_fallback", other, 2, None),
+    ]
+    began = now - timedelta(minutes=3)
+    WorkflowEvent.objects.bulk_create(
+        WorkflowEvent(
+            run=run,
+            seq=seq,
+            kind=kind,
+            name=name,
+            result={"deadline": None} if kind == "wait" else {"ok": True},
+            error=error,
+            engine_id=engine,
+            epoch=epoch,
+            created_at=began + timedelta(seconds=offset),
+        )
+        for seq, (offset, kind, name, engine, epoch, error) in enumerate(history, start=1)
+    )
+    return run.pk
+
+
+def check_the_timeline_picture(
+    browser: Any, live_server: Any, run_id: str, first_engine: str, shots: Path
+) -> None:
+    """The run page draws a band per owner (the takeover marked) and a bar per
+    step, each bar's width following its duration."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{live_server.url}/admin/weft_django/workflowrun/{run_id}/change/")
+    picture = browser.find_element(By.ID, "weft-timeline-picture")
+    bands = picture.find_elements(By.CSS_SELECTOR, "g.weft-band")
+    assert [b.get_attribute("data-engine") for b in bands] == [first_engine, "host-b-4242-5f0c1a2e"]
+    assert [b.get_attribute("data-epoch") for b in bands] == ["1", "2"]
+    assert "weft-band-changed" in bands[1].get_attribute("class")
+    assert picture.find_elements(By.CSS_SELECTOR, "line.weft-takeover")
+    widths = [
+        band.find_element(By.CSS_SELECTOR, "rect.weft-band-head").size["width"] for band in bands
+    ]
+    assert widths[0] > widths[1] > 0  # 64 s before the takeover, 11 s after
+    bars = picture.find_elements(By.CSS_SELECTOR, "g.weft-bar")
+    assert len(bars) == 5 and len(picture.find_elements(By.CSS_SELECTOR, "g.weft-bar-failed")) == 1
+    drawn = {
+        bar.get_attribute("data-seq"): bar.find_element(By.TAG_NAME, "rect").size["width"]
+        for bar in bars
+    }
+    assert drawn["6"] > drawn["5"] > drawn["2"] > 0  # 7.5 s, 2.5 s, 1.6 s
+    (gap,) = picture.find_elements(By.CSS_SELECTOR, "g.weft-gap")
+    assert "waits on signal decision" in gap.text
+    heading = browser.find_element(By.ID, "weft-timeline")
+    browser.execute_script("arguments[0].scrollIntoView();", heading)
+    picture.screenshot(str(shots / "admin-run-timeline-picture.png"))
+    browser.save_screenshot(str(shots / "admin-run-timeline.png"))
+    # The admin's dark theme restyles the picture (its colours are the admin's variables).
+    fill = "return getComputedStyle(arguments[0]).fill;"
+    band = bands[0].find_element(By.CSS_SELECTOR, "rect.weft-band-column")
+    light = browser.execute_script(fill, band)
+    browser.execute_script("document.documentElement.dataset.theme = 'dark';")
+    assert browser.execute_script(fill, band) != light
+    picture.screenshot(str(shots / "admin-run-timeline-picture-dark.png"))
+    browser.execute_script("document.documentElement.dataset.theme = 'light';")

@@ -54,11 +54,24 @@ def render_lease_state(state: str | None) -> str:
     )
 
 
+def time_html(value: datetime) -> str:
+    """``value`` in the user's time zone (Django's current time zone) to the
+    second, the exact value on hover: ``<time datetime=... title=...>``."""
+    shown = timezone.localtime(value) if timezone.is_aware(value) else value
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        shown.isoformat(sep=" ", timespec="microseconds"),
+        shown.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
 def precise(value: datetime | None) -> str:
-    """A timestamp to the second (Django's default format stops at minutes)."""
+    """A timestamp to the second (Django's default format stops at minutes), in
+    the user's time zone, exact on hover (:func:`time_html`)."""
     if value is None:
         return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+    return time_html(value)
 
 
 def admin_link(model: type[models.Model], pk: Any, text: Any) -> str:

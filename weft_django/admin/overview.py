@@ -43,6 +43,7 @@ from ..models import (
 from ..ownership import ownership_class, ownership_for
 from ..retention import stats as retention_stats
 from ..stored_json import UndecodableJSON
+from .activity import activity_charts
 from .stuck import stuck_runs
 
 #: Runs counted per status on the overview before it says "1,000+".
@@ -288,6 +289,8 @@ def overview_data(
         "now": now,
         "pending_age": pending_age,
         "engines": engine_rows,
+        # The last hour in charts (weft_django.admin.activity: 3 bounded statements + 1).
+        "charts": activity_charts(now, engine_rows, using=using),
         "engine_counts": {group: count(f"{group}_engines") for group in groups},
         # Not listed (beyond the limit): "and N more".
         "engines_more": {

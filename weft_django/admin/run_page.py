@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from .. import operations
-from ..models import Claim, WorkflowRun, db_for
+from ..models import TERMINAL_STATUSES, Claim, WorkflowRun, db_for
 from .actions import VERBS, confirmation_page, confirmed
 from .display import request_db_now
 from .forms import ReasonForm, SendSignalForm
@@ -38,6 +38,7 @@ from .permissions import (
     operate_permission,
     payload_permission,
 )
+from .pictures import timeline_picture
 from .recover_page import RecoverPageMixin, recovery_context
 from .timeline import lease_left, pending_for, timeline_page
 
@@ -132,6 +133,8 @@ class RunPageMixin(RecoverPageMixin):
             .first()
         )
         offers = offered(request, status) if status else []
+        # A run not finished waits (or runs) still: its last page's picture ends now.
+        live_until = now if status not in TERMINAL_STATUSES and not page.has_next() else None
         context = {
             "claim": claim,
             "holder_lease_left": lease_left(
@@ -139,6 +142,9 @@ class RunPageMixin(RecoverPageMixin):
             ),
             "events_page": page,
             "timeline": rows,
+            "timeline_picture": timeline_picture(
+                rows, until=live_until, show_engines=engine_permission(request)
+            ),
             "signal_form": SendSignalForm() if "signal" in offers else None,
             "reason_form": ReasonForm(auto_id="id_operate_%s"),
             "operate_buttons": [(op, label) for op, label in BUTTONS.items() if op in offers],

@@ -33,6 +33,8 @@ class TimelineRow:
     took: float | None
     owner_changed: bool
     previous_owner: str
+    #: When the event before it was recorded (None for the run's first event).
+    previous_at: datetime | None = None
 
     @property
     def failed(self) -> bool:
@@ -62,6 +64,7 @@ def timeline_rows(
                 previous_owner=(
                     f"{previous.engine_id} @ epoch {previous.epoch}" if previous else ""
                 ),
+                previous_at=previous.created_at if previous is not None else None,
             )
         )
         previous = event
