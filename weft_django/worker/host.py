@@ -248,7 +248,7 @@ class Worker:
         if not (check_due or refill):
             return found
         now = self.engine.tick_now()
-        names = registry.registered_names()
+        names = registry.served()  # names with their versions: only runs we can replay
         if check_due:
             # Woken runs go ahead of new work, past the batch limit: a wake-up never
             # waits for a full queue of new runs to drain. A run queued or
