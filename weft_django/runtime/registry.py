@@ -96,8 +96,12 @@ def workflow(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx, *args, **kwargs)`` as a workflow.
 
-    ``name`` defaults to ``"module.qualname"``. ``timeout`` is an optional
-    execution timeout from the run's start; past it the run is ``timed_out``.
+    ``name`` defaults to ``"module.qualname"``. ``version`` (a positive int)
+    lets versions of one name be registered side by side: ``start(name)``
+    starts the highest, each run is replayed with its own version's code, and a
+    worker claims only runs of the versions it has (docs/deploying-code.md).
+    ``timeout`` is an optional execution timeout from the run's start; past it
+    the run is ``timed_out``.
     """
     if callable(name):
         raise TypeError("use @workflow() or @workflow(name=...), with parentheses")
