@@ -132,3 +132,16 @@ def test_overview_names_runs_no_live_worker_can_serve(db: None) -> None:
     assert unserved.served_versions == (1,)
     with WorkflowDriver():  # both versions served now
         assert overview_data(db_now())["unserved"] == []
+
+
+def test_the_served_condition_groups_names_by_their_versions() -> None:
+    from weft_django.ownership.claims.served import admits, served_sql
+
+    served = Served([("a", 1), ("b", 1), ("c", 1), ("c", 2)])
+    sql, params = served_sql(None, "n", "v", served)
+    assert sql == "((n IN (%s, %s) AND v IN (%s)) OR (n IN (%s) AND v IN (%s, %s)))"
+    assert params == ["a", "b", 1, "c", 1, 2]
+    assert served_sql(None, "n", "v", ["b", "a"]) == ("n IN (%s, %s)", ["a", "b"])
+    assert admits(served, "c", 2) and not admits(served, "a", 2) and not admits(served, "d", 1)
+    assert admits(["a"], "a", 7)  # a plain list of names: any version
+    assert registry.served() is registry.served()  # built once per registry change

@@ -55,6 +55,8 @@ class WorkflowDefinition:
 _lock = threading.Lock()
 #: name -> version -> definition: versions of one name live side by side.
 _registry: dict[str, dict[int, WorkflowDefinition]] = {}
+#: :func:`served`, built once per change of the registry (the worker asks every tick).
+_served: Served | None = None
 
 
 def register(definition: WorkflowDefinition) -> WorkflowDefinition:
@@ -69,12 +71,14 @@ def register(definition: WorkflowDefinition) -> WorkflowDefinition:
                 "@workflow(name=...), or another version with @workflow(version=...)."
             )
         versions[definition.version] = definition
+        _forget_served()
     return definition
 
 
 def unregister(name: str, version: int | None = None) -> None:
     """Forget ``name`` (every version, or only ``version``)."""
     with _lock:
+        _forget_served()
         if version is None:
             _registry.pop(name, None)
             return
@@ -82,6 +86,11 @@ def unregister(name: str, version: int | None = None) -> None:
         versions.pop(version, None)
         if not versions:
             _registry.pop(name, None)
+
+
+def _forget_served() -> None:
+    global _served
+    _served = None
 
 
 def _origin(fn: Callable[..., Any]) -> str:
@@ -155,7 +164,11 @@ def registered_versions() -> dict[str, list[int]]:
 def served() -> Served:
     """The names registered here with their versions: what this process's
     engines claim (a collection of names the ownership queries take)."""
-    return Served.of(registered_versions())
+    global _served
+    found = _served
+    if found is None:
+        found = _served = Served.of(registered_versions())
+    return found
 
 
 def resolve(

@@ -57,15 +57,21 @@ def served_sql(
     connection: Any, name_column: str, version_column: str, names: Collection[str]
 ) -> tuple[str, list[Any]]:
     """A WHERE condition (and its parameters) for runs of ``names``: per name,
-    its versions when ``names`` is a :class:`Served`. ``name_column`` is put as
+    its versions when ``names`` is a :class:`Served` (one clause per set of
+    versions). ``name_column`` is put as
     given (the intake passes it wrapped so no index on it is used)."""
     ordered = sorted(names)
     if not isinstance(names, Served):
         return f"{name_column} IN ({', '.join(['%s'] * len(ordered))})", list(ordered)
-    parts, params = [], []
+    # Names that have the same versions share one clause: with every name at
+    # version 1 (the common case) the condition is ``name IN (...) AND version IN (1)``.
+    groups: dict[tuple[int, ...], list[str]] = {}
     for name in ordered:
-        versions = sorted(names.versions[name])
-        placeholders = ", ".join(["%s"] * len(versions))
-        parts.append(f"({name_column} = %s AND {version_column} IN ({placeholders}))")
-        params += [name, *versions]
+        groups.setdefault(tuple(sorted(names.versions[name])), []).append(name)
+    parts, params = [], []
+    for versions, group in sorted(groups.items()):
+        in_names = ", ".join(["%s"] * len(group))
+        in_versions = ", ".join(["%s"] * len(versions))
+        parts.append(f"({name_column} IN ({in_names}) AND {version_column} IN ({in_versions}))")
+        params += [*group, *versions]
     return f"({' OR '.join(parts)})", params
