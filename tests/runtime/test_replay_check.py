@@ -149,3 +149,19 @@ def test_bad_input_is_refused(db: None, args: list[str], message: str) -> None:
 def test_replay_refuses_what_is_not_a_history(db: None, history: dict[str, Any]) -> None:
     with pytest.raises(PayloadError, match="history"):
         replay(history, "tests.patchable")
+
+
+def test_replay_needs_no_database() -> None:
+    """A fixture replays without the database (pytest-django refuses any query here)."""
+    history = {
+        "format": "weft-history",
+        "run": {"id": "fixture", "workflow_name": "tests.patchable", "workflow_version": 1},
+        "events": [
+            {"seq": 0, "kind": "step", "name": "first", "result": "first", "error": None},
+            {"seq": 1, "kind": "wait", "name": "signal:go", "result": {"deadline": None}},
+        ],
+    }
+    replay(history)
+    history["events"][1]["seq"] = 2  # a gap in the history
+    with pytest.raises(NonDeterminismError, match="a gap"):
+        replay(history)
