@@ -359,5 +359,5 @@ def overview_data(
         "retention": retention_summary(using),
         "section_limit": SECTION_LIMIT,
         # Active runs of a workflow version no live engine serves (1 query).
-        "unserved": unserved_runs(runs, [engine.workflows for engine in alive]),
+        "unserved": unserved_runs([engine.workflows for engine in alive], using=using),
     }

@@ -2,13 +2,18 @@
 live engine has registered (docs/deploying-code.md).
 
 Every engine row records the workflows it serves (``Engine.workflows``,
-``name -> versions``). The overview reads the live engines' (one query),
-then counts the active runs whose ``(workflow_name, workflow_version)`` pair
-none of them serves, per pair, over at most :data:`UNSERVED_CAP` such runs
-(one query reading two columns of at most that many rows), so a pair is shown
-as "shop.order v1: 12 runs, no live worker has this version" instead of its
-runs waiting unexplained. Without any live engine the section is empty (the
-engines section already says there is none).
+``name -> versions``); the overview has the live engines' rows already. The
+active runs are sampled in one statement of bounded cost, whatever the size
+of the table: per active status, the :data:`SAMPLE` oldest and the
+:data:`SAMPLE` newest runs, each leg a walk of ``weft_run_status_created_idx``
+(``status, created_at, id``) that stops at its ``LIMIT`` (runs of a retired
+version are the oldest, runs of a version started before its workers were
+deployed the newest). The runs of the sample whose ``(workflow_name,
+workflow_version)`` pair no live engine serves are counted per pair: exactly
+when the sample held every active run of their status, else as "N+" (at
+least). So "shop.order v1: 12 runs, no live worker has this version" is
+shown instead of runs waiting unexplained. Without any live engine the
+section is empty (the engines section already says there is none).
 """
 
 from __future__ import annotations
@@ -18,12 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db import connections
 
 from ..models import ACTIVE_STATUSES, WorkflowRun
 
-#: Unserved runs counted before a pair's count says "N+".
-UNSERVED_CAP = 1_000
+#: Runs read per active status from each end of its queue.
+SAMPLE = 500
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Unserved:
     workflow_name: str
     workflow_version: int
     count: int
+    #: True: the count is a lower bound (the sample did not hold every active run).
     capped: bool
     #: The versions of this name live engines do serve (may be empty).
     served_versions: tuple[int, ...]
@@ -57,24 +63,45 @@ def served_pairs(workflows: Iterable[Any]) -> dict[str, set[int]]:
     return served
 
 
-def unserved_runs(
-    runs: QuerySet[WorkflowRun], live_workflows: list[Any], *, cap: int = UNSERVED_CAP
-) -> list[Unserved]:
-    """Per (name, version) pair of active runs no live engine serves: how many."""
+def sample_statement(connection: Any, sample: int) -> tuple[str, list[Any]]:
+    """The bounded sample of active runs: (status, id, name, version) rows."""
+    quote = connection.ops.quote_name
+    table = quote(WorkflowRun._meta.db_table)
+    status, created, run_id = quote("status"), quote("created_at"), quote("id")
+    columns = f"{status}, {run_id}, {quote('workflow_name')}, {quote('workflow_version')}"
+    legs, params = [], []
+    for index, (state, direction) in enumerate(
+        (state, direction) for state in ACTIVE_STATUSES for direction in ("ASC", "DESC")
+    ):
+        legs.append(
+            f"SELECT * FROM (SELECT {columns} FROM {table} WHERE {status} = %s "
+            f"ORDER BY {created} {direction}, {run_id} {direction} LIMIT %s) s{index}"
+        )
+        params += [str(state), sample]
+    return " UNION ALL ".join(legs), params
+
+
+def unserved_runs(live_workflows: list[Any], *, using: str, sample: int = SAMPLE) -> list[Unserved]:
+    """Per (name, version) pair of sampled active runs no live engine serves: how many."""
     if not live_workflows:
         return []
     served = served_pairs(live_workflows)
-    condition = Q()
-    for name, versions in served.items():
-        condition |= Q(workflow_name=name, workflow_version__in=sorted(versions))
-    active = runs.filter(status__in=ACTIVE_STATUSES)
-    if served:
-        active = active.exclude(condition)
-    # Two short columns of at most ``cap`` rows, counted here (MariaDB has no
-    # LIMIT inside an IN subquery to group them in the database).
-    counted = Counter(active.order_by().values_list("workflow_name", "workflow_version")[:cap])
-    capped = sum(counted.values()) >= cap
+    connection = connections[using]
+    sql, params = sample_statement(connection, sample)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    per_status = Counter(row[0] for row in rows)
+    seen: dict[str, tuple[str, str, int]] = {row[1]: (row[0], row[2], row[3]) for row in rows}
+    counted: Counter[tuple[str, int]] = Counter()
+    partial: set[tuple[str, int]] = set()
+    for state, name, version in seen.values():
+        if version in served.get(name, ()):
+            continue
+        counted[(name, version)] += 1
+        if per_status[state] >= 2 * sample:  # the sample did not hold them all
+            partial.add((name, version))
     return [
-        Unserved(name, version, n, capped, tuple(sorted(served.get(name, ()))))
+        Unserved(name, version, n, (name, version) in partial, tuple(sorted(served.get(name, ()))))
         for (name, version), n in sorted(counted.items())
     ]
