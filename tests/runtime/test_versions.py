@@ -145,3 +145,9 @@ def test_the_served_condition_groups_names_by_their_versions() -> None:
     assert admits(served, "c", 2) and not admits(served, "a", 2) and not admits(served, "d", 1)
     assert admits(["a"], "a", 7)  # a plain list of names: any version
     assert registry.served() is registry.served()  # built once per registry change
+
+
+def test_the_worker_start_line_names_the_versions() -> None:
+    summary = registry.served_summary()
+    assert "tests.versioned v1/v2" in summary.split(", ")
+    assert "tests.echo" in summary.split(", ")

@@ -161,6 +161,16 @@ def registered_versions() -> dict[str, list[int]]:
     return {name: sorted(versions) for name, versions in sorted(_registry.items()) if versions}
 
 
+def served_summary() -> str:
+    """The workflows registered here, for a worker's start line: ``a, b v1/v2``
+    (the versions shown when a name has another than 1)."""
+    text = [
+        name if found == [1] else f"{name} v{'/'.join(map(str, found))}"
+        for name, found in registered_versions().items()
+    ]
+    return ", ".join(text) or "(none registered)"
+
+
 def served() -> Served:
     """The names registered here with their versions: what this process's
     engines claim (a collection of names the ownership queries take)."""

@@ -168,7 +168,7 @@ class Worker:
             self.timing.renew_interval,
             self.settings.tick_interval,
             self.concurrency,
-            ", ".join(registry.registered_names()) or "(none registered)",
+            registry.served_summary(),
         )
         self.ownership.warn_if_crowded()
         self._undo_session_setup = end_idle_transactions(
