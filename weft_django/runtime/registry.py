@@ -165,7 +165,7 @@ def served_summary() -> str:
     """The workflows registered here, for a worker's start line: ``a, b v1/v2``
     (the versions shown when a name has another than 1)."""
     text = [
-        name if found == [1] else f"{name} v{'/'.join(map(str, found))}"
+        name if found == [1] else f"{name} " + "/".join(f"v{version}" for version in found)
         for name, found in registered_versions().items()
     ]
     return ", ".join(text) or "(none registered)"
