@@ -70,8 +70,8 @@ def test_a_reordered_step_exits_1_naming_the_run_and_event(in_flight: WorkflowDr
     before = snapshot()
     code, out, err = replay_command()
     assert code == 1
-    assert "p1 tests.patchable v1 (waiting): DIVERGES at event #1: history says " in err
-    assert "history says wait('signal:go'), the code asks for step('extra')" in err
+    assert "p1 tests.patchable v1 (waiting): DIVERGES at event #1: history says " in out
+    assert "history says wait('signal:go'), the code asks for step('extra')" in out
     assert "replayed 3 run(s): 2 ok, 1 diverge or cannot replay" in err
     assert "v1 tests.versioned v1 (waiting): ok" in out
     assert snapshot() == before
@@ -86,19 +86,25 @@ def test_filters_and_finished_runs(in_flight: WorkflowDriver) -> None:
     assert code == 0 and out.splitlines()[0] == "done tests.echo v1 (completed): ok"
     code, out, _err = replay_command("--run", "v2", "done")
     assert code == 0 and out.splitlines()[-1] == "replayed 2 run(s): 2 ok"
+    code, out, err = replay_command("--run", "v2", "gone")
+    assert code == 1 and "gone: no such run" in out
+    assert "replayed 1 run(s): 1 ok, 1 diverge or cannot replay" in err
 
 
 def test_a_version_the_code_no_longer_has_fails_the_check(in_flight: WorkflowDriver) -> None:
+    weft.start("tests.versioned", workflow_id="v2-pending")  # never driven: no history
     registry.unregister("tests.versioned", 2)
     try:
-        code, _out, err = replay_command("--workflow", "tests.versioned")
+        code, out, err = replay_command("--workflow", "tests.versioned")
     finally:
         registry.register(versioned_v2._weft_definition)  # type: ignore[attr-defined]
+    assert "1 pending run(s) of tests.versioned v2: CANNOT REPLAY: not registered" in out
+    assert "replayed 2 run(s): 1 ok, 2 diverge or cannot replay" in err
     assert code == 1
     assert (
         "v2 tests.versioned v2 (waiting): CANNOT REPLAY: tests.versioned v2 is not "
         "registered in this code (registered versions: 1)"
-    ) in err
+    ) in out
 
 
 def test_export_and_replay_in_a_unit_test(in_flight: WorkflowDriver, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count
 
 from ..exceptions import NonDeterminismError, PayloadError
 from ..models import RunStatus, WorkflowEvent, WorkflowRun, db_for
@@ -31,7 +32,8 @@ from .query import ReplayTurn
 from .replay import Replay, undecodable_history
 
 #: What the check replays by default: the runs in flight (a suspended run is
-#: replayed too: the check tells whether a fix lets it resume).
+#: replayed too: the check tells whether a fix lets it resume). Pending runs
+#: have no history: :func:`unserved_pending` checks their versions.
 IN_FLIGHT = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.SUSPENDED)
 #: The format tag of an exported history.
 HISTORY_FORMAT = "weft-history"
@@ -169,7 +171,7 @@ def runs_to_check(
 ) -> Iterator[dict[str, Any]]:
     """The runs the check replays: ``run_ids`` if given, else the runs of
     ``statuses`` (of ``workflows``, if given), the most recently updated first,
-    at most ``limit``."""
+    at most ``limit``. The ids are read first, then each run as it is checked."""
     query = WorkflowRun.objects.using(db_for(using))
     if run_ids:
         query = query.filter(pk__in=list(run_ids))
@@ -177,8 +179,33 @@ def runs_to_check(
         query = query.filter(status__in=list(statuses))
     if workflows:
         query = query.filter(workflow_name__in=list(workflows))
-    rows = query.order_by("-updated_at", "pk").values(*HISTORY_RUN_FIELDS)
-    yield from (rows[:limit] if limit is not None else rows.iterator(chunk_size=200))
+    ids = query.order_by("-updated_at", "pk").values_list("pk", flat=True)
+    for run_id in list(ids[:limit] if limit is not None else ids):
+        run = query.filter(pk=run_id).values(*HISTORY_RUN_FIELDS).first()
+        if run is not None:  # not purged since
+            yield run
+
+
+def unserved_pending(
+    *, workflows: Sequence[str] = (), using: str | None = None
+) -> list[tuple[str, int, int]]:
+    """(name, version, how many) of the pending runs whose version this code
+    does not register: they have no history to replay, but once this code is
+    the only code deployed no worker would take them."""
+    query = WorkflowRun.objects.using(db_for(using)).filter(status=RunStatus.PENDING)
+    if workflows:
+        query = query.filter(workflow_name__in=list(workflows))
+    pairs = (
+        query.order_by()
+        .values_list("workflow_name", "workflow_version")
+        .annotate(n=Count("pk"))
+        .order_by("workflow_name", "workflow_version")
+    )
+    return [
+        (name, version, n)
+        for name, version, n in pairs
+        if not registry.is_registered(name, version)
+    ]
 
 
 def check_runs(

@@ -24,6 +24,7 @@ from ...runtime.replay_check import (
     check_runs,
     export_history,
     runs_to_check,
+    unserved_pending,
 )
 
 
@@ -83,14 +84,29 @@ class Command(BaseCommand):
             using=using,
         )
         outcomes = check_runs(runs, using=using, report=self._report)
-        failed = [outcome for outcome in outcomes if not outcome.ok]
-        summary = f"replayed {len(outcomes)} run(s): {len(outcomes) - len(failed)} ok"
+        ok = sum(1 for outcome in outcomes if outcome.ok)
+        failed = len(outcomes) - ok
+        found = {outcome.run_id for outcome in outcomes}
+        for run_id in options["run"]:
+            if run_id not in found:
+                self.stdout.write(f"{run_id}: no such run")
+                failed += 1
+        if not options["run"]:
+            for name, version, count in unserved_pending(
+                workflows=options["workflow"], using=using
+            ):
+                self.stdout.write(
+                    f"{count} pending run(s) of {name} v{version}: CANNOT REPLAY: not "
+                    "registered in this code"
+                )
+                failed += 1
+        summary = f"replayed {len(outcomes)} run(s): {ok} ok"
         if failed:
-            raise CommandError(f"{summary}, {len(failed)} diverge or cannot replay", returncode=1)
+            raise CommandError(f"{summary}, {failed} diverge or cannot replay", returncode=1)
         self.stdout.write(summary)
 
     def _report(self, outcome: ReplayOutcome) -> None:
-        (self.stdout if outcome.ok else self.stderr).write(outcome.line())
+        self.stdout.write(outcome.line())
 
     def _export(self, run_id: str, output: str | None, using: str) -> None:
         history = export_history(run_id, using=using)
