@@ -151,3 +151,11 @@ def test_the_worker_start_line_names_the_versions() -> None:
     summary = registry.served_summary()
     assert "tests.versioned v1/v2" in summary.split(", ")
     assert "tests.echo" in summary.split(", ")
+
+
+def test_a_start_inside_a_transaction_keeps_the_version(db: None) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        weft.start("tests.versioned", version=1, workflow_id="in-txn")
+    assert WorkflowRun.objects.get(pk="in-txn").workflow_version == 1
