@@ -361,6 +361,28 @@ def test_postgresql_reads_the_stuck_runs_off_their_indexes_never_the_finished_ru
     assert len(ready) == 2 and all(n["Node Type"] == "Index Scan" for n in ready), ready
     assert not [n for n in nodes if n["Node Type"] in ("Seq Scan", "Sort", "Bitmap Heap Scan")]
 
+    # The sample of active runs for the unserved versions (admin/versions.py), on
+    # a table with statistics: the legs over the 10,000 waiting runs each walk
+    # (status, created_at, id) in order and stop at their LIMIT (the legs over a
+    # handful of runs may read them any way); nothing scans the table.
+    from weft_django.admin.versions import sample_statement
+
+    sql, params = sample_statement(connection, 500)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        (raw,) = cursor.fetchone()
+    plan = raw if isinstance(raw, list) else json.loads(raw)
+    legs = plan[0]["Plan"]["Plans"]
+    assert len(legs) == 6, legs
+    for leg in legs[4:]:  # status = 'waiting', both directions
+        scans = [n for n in plan_nodes(leg) if n.get("Relation Name") == table]
+        assert [(n["Node Type"], n.get("Index Name")) for n in scans] == [
+            ("Index Scan", "weft_run_status_created_idx")
+        ], scans
+        assert "Sort" not in {n["Node Type"] for n in plan_nodes(leg)}, leg
+    assert "Seq Scan" not in {n["Node Type"] for n in plan_nodes(plan[0]["Plan"])}
+
 
 def test_pass_summaries_are_read_only_in_the_admin(admin_client: Any) -> None:
     now = timezone.now()

@@ -26,15 +26,24 @@ class MetricsServerError(WeftError, OSError):
 
 
 class WorkflowNotRegisteredError(WeftError, LookupError):
-    """No workflow is registered under ``name`` in this process: raised by
-    ``start`` and ``ctx.start_child`` (``weft.query`` reports it as ``QueryError``).
+    """No workflow is registered under ``name`` (or no ``version`` of it) in this
+    process: raised by ``start`` and ``ctx.start_child`` (``weft.query`` reports
+    it as ``QueryError``).
 
     Workflows register when their module is imported: put them in a
     ``workflows`` module of an installed app. Also a ``LookupError``.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, version: int | None = None) -> None:
         self.name = name
+        self.version = version
+        if version is not None:
+            super().__init__(
+                f"No version {version} of workflow {name!r} is registered in this process. "
+                "Register it with @weft.workflow(name=..., version=...) in a 'workflows' "
+                "module of an installed app."
+            )
+            return
         super().__init__(
             f"No workflow is registered under the name {name!r}. Register it with "
             "@weft.workflow in a 'workflows' module of an installed app."

@@ -15,11 +15,21 @@
 
 The driver is a real engine (gates, engine row, claims, fenced writes) of
 kind ``test``; it only decides *when* to drive: until nothing is runnable.
+
+:func:`replay` replays a history ``manage.py weft_replay --export`` wrote
+against the code as it is now, so real histories can be kept as regression
+fixtures (docs/deploying-code.md)::
+
+    def test_old_orders_still_replay():
+        replay("tests/histories/order-42.json", "shop.order")
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +44,44 @@ from .ownership import (
     pending_due,
     pending_due_filter,
 )
+from .runtime import registry
 from .runtime.engine import PROGRESS, WorkflowEngine
+from .runtime.registry import WorkflowDefinition
+from .runtime.replay_check import parse_history, replay_history
+
+
+def replay(
+    history: dict[str, Any] | str | os.PathLike[str],
+    workflow: str | Callable[..., Any] | WorkflowDefinition | None = None,
+) -> None:
+    """Replay an exported run history against the code as it is now, read-only.
+
+    ``history`` is the dict ``manage.py weft_replay --export`` writes as JSON,
+    or the path of such a file. ``workflow`` is the code to replay it with: a
+    registered name (the history's version of it), a decorated function, a
+    definition, or a plain ``fn(ctx, ...)``; default: the history's own name
+    and version, as registered. Raises ``NonDeterminismError`` with the first
+    divergence (what the history recorded, what the code asks for, at which
+    event); ``PayloadError`` when ``history`` is not such a history.
+    """
+    if not isinstance(history, dict):
+        with open(history, encoding="utf-8") as source:
+            history = json.load(source)
+    run, events = parse_history(history)
+    divergence = replay_history(run, events, _definition(run, workflow))
+    if divergence is not None:
+        raise divergence
+
+
+def _definition(
+    run: dict[str, Any], workflow: str | Callable[..., Any] | WorkflowDefinition | None
+) -> WorkflowDefinition:
+    name, version = run["workflow_name"], int(run["workflow_version"])
+    if workflow is None or isinstance(workflow, str):
+        return registry.get(workflow or name, version)
+    if isinstance(workflow, WorkflowDefinition) or hasattr(workflow, "_weft_definition"):
+        return registry.resolve(workflow)
+    return WorkflowDefinition(name=name, version=version, fn=workflow)
 
 
 class WorkflowDriver:

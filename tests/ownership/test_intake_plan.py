@@ -5,7 +5,9 @@ the intake's window statement is explained right away, before any ANALYZE
 (autovacuum has not seen the table either: it is inside the test's
 transaction). The plan must walk the ready-queue index in order and stop at
 the LIMIT: no sequential scan of the run table, no sort of it, no (anti-)join
-over it. Checked for the first page and for a page that goes on from a row.
+over it. Checked for the first page and for a page that goes on from a row,
+with the (name, version) pairs a worker serves (workflow versions side by
+side: a filter on the rows the index walk returns, never an index of its own).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import pytest
 from django.db import connection
 
 from weft_django.models import Claim, WorkflowRun
+from weft_django.ownership import Served
 from weft_django.ownership.claims.intake import window_statement
 
 from ..plans import plan_nodes
 
 PENDING = 50_000
 PARKED = 10_000
-NAMES = ["t.wf"]
+# What a worker serving two versions of t.wf and one of t.other claims.
+NAMES = Served([("t.wf", 1), ("t.wf", 2), ("t.other", 1)])
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -405,3 +405,44 @@ def tree(ctx: Context, depth: int) -> Any:
         return ctx.start_child("tests.tree", depth - 1).result()
     ctx.wait_for_signal("release")
     return ctx.step(log_step, ctx.workflow_id, "leaf", name="leaf")
+# -- versions side by side and patching (docs/deploying-code.md) ----------------------
+
+
+@weft.workflow(name="tests.versioned", version=1)
+def versioned_v1(ctx: Context) -> dict[str, Any]:
+    ctx.step(log_step, ctx.workflow_id, "v1-first", name="v1-first")
+    ctx.wait_for_signal("go")
+    ctx.step(log_step, ctx.workflow_id, "v1-last", name="v1-last")
+    return {"code": 1, "version": ctx.workflow_version}
+
+
+@weft.workflow(name="tests.versioned", version=2)
+def versioned_v2(ctx: Context) -> dict[str, Any]:
+    """Another order of operations: replaying a v1 history with it would diverge."""
+    ctx.step(log_step, ctx.workflow_id, "v2-first", name="v2-first")
+    ctx.step(log_step, ctx.workflow_id, "v2-second", name="v2-second")
+    ctx.wait_for_signal("go")
+    return {"code": 2, "version": ctx.workflow_version}
+
+
+@weft.workflow(name="tests.patchable")
+def patchable(ctx: Context) -> str:
+    """``STATE["patch"]``: "none" (the code before the change), "patched" (the
+    change behind ``ctx.patched``), "deprecated" (``ctx.deprecate_patch``), "new"
+    (the patch call removed), or "reordered" (the change made without a patch)."""
+    mode = STATE.get("patch", "none")
+    ctx.step(log_step, ctx.workflow_id, "first", name="first")
+    if mode == "patched":
+        new = ctx.patched("add-extra")
+    elif mode == "deprecated":
+        ctx.deprecate_patch("add-extra")
+        new = True
+    else:
+        new = mode in ("new", "reordered")
+    if new:
+        ctx.step(log_step, ctx.workflow_id, "extra", name="extra")
+    ctx.wait_for_signal("go")
+    ctx.step(log_step, ctx.workflow_id, "last", name="last")
+    # Asked again: the same answer for the whole run, no second marker.
+    again = ctx.patched("add-extra") if mode == "patched" else new
+    return ("new" if new else "old") + ("" if again == new else "!")

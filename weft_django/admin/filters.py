@@ -101,6 +101,7 @@ EVENT_KINDS = (
     "now",
     "uuid4",
     "random",
+    "patch",
 )
 
 

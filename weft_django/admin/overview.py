@@ -45,6 +45,7 @@ from ..retention import stats as retention_stats
 from ..stored_json import UndecodableJSON
 from .activity import activity_charts
 from .stuck import stuck_runs
+from .versions import unserved_runs
 
 #: Runs counted per status on the overview before it says "1,000+".
 STATUS_COUNT_CAP = 1_000
@@ -327,4 +328,6 @@ def overview_data(
         "updates_count": count("updates"),
         "retention": retention_summary(using),
         "section_limit": SECTION_LIMIT,
+        # Active runs of a workflow version no live engine serves (1 query).
+        "unserved": unserved_runs([engine.workflows for engine in alive], using=using),
     }

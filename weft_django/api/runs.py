@@ -39,14 +39,17 @@ def start(
     *args: Any,
     workflow_id: str | None = None,
     start_at: datetime | None = None,
+    version: int | None = None,
     using: str | None = None,
     **kwargs: Any,
 ) -> WorkflowHandle:
     """Start a run of a registered workflow; returns once the run is stored.
 
-    ``workflow_id``, ``start_at`` and ``using`` are this function's own; every
-    other keyword argument goes to the workflow. The workflow must be registered
-    in the calling process (``WorkflowNotRegisteredError``); the arguments are
+    ``workflow_id``, ``start_at``, ``version`` and ``using`` are this function's
+    own; every other keyword argument goes to the workflow. The workflow must be
+    registered in the calling process (``WorkflowNotRegisteredError``): a name
+    starts the highest version registered here, a decorated function its own,
+    ``version=`` the one given (the run keeps it for life); the arguments are
     bound against its function's signature, ``ctx`` left out, and arguments it
     cannot take raise ``WorkflowArgumentsError`` with nothing stored.
 
@@ -59,7 +62,7 @@ def start(
     are within UTC's range, else ``ValueError`` naming ``start_at``.
     """
     alias = db_for(using)
-    definition = registry.resolve(workflow)
+    definition = registry.resolve(workflow, version)
     definition.check_arguments(args, kwargs)
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     start_at = check_start_at(start_at, definition.timeout)

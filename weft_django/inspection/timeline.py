@@ -67,6 +67,8 @@ def describe(event: WorkflowEvent, *, payloads: bool = True) -> str:
         return f"child {compact_json(result)} started ({name})"
     if kind == "child_result":
         return f"child {name} finished: {compact_json(error if error is not None else result)}"
+    if kind == "patch":
+        return f"patch {name}: the run takes its new path"
     return f"{kind} {name} {compact_json(result)}".strip()
 
 
@@ -82,6 +84,7 @@ WITHOUT_PAYLOAD = {
     "until": "wait_until",
     "child_start": "child started ({name})",
     "child_result": "child {name} finished",
+    "patch": "patch {name}",
 }
 
 

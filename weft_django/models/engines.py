@@ -58,6 +58,13 @@ class Engine(models.Model):
         encoder=DjangoJSONEncoder,
         help_text="The last summary of each pass this engine ran (pass name -> summary).",
     )
+    workflows = StoredJSONField(
+        default=dict,
+        blank=True,
+        encoder=DjangoJSONEncoder,
+        help_text="The workflows this engine serves: name -> the versions registered in "
+        "its process (it claims only runs of these).",
+    )
 
     class Meta:
         ordering = ["-started_at"]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from . import metrics
     from .claims.results import Acquired, ClaimResult, LostRace
     from .claims.revoke import revoke_statement
+    from .claims.served import Served
     from .clock import NOW_SQL, Clock, DbNow, SteadyClock, as_aware, db_now, seconds
     from .gates import MarkerResetRefused, raw_marker, read_marker, reset_marker
     from .leases.engines import engine_id_or_new, mark_disposing, mark_stopped, record_passes
@@ -75,6 +76,7 @@ _FACE = {
     "ClaimResult": "claims.results",
     "LostRace": "claims.results",
     "revoke_statement": "claims.revoke",
+    "Served": "claims.served",
     # The database's clock
     "Clock": "clock",
     "DbNow": "clock",
@@ -138,6 +140,7 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "ClaimResult",
     "LostRace",
     "revoke_statement",
+    "Served",
     "Clock",
     "DbNow",
     "NOW_SQL",

@@ -36,6 +36,7 @@ from ..exceptions import (
     WorkflowCancelledError,
     WorkflowFailedError,
 )
+from . import patches
 from .backoff import is_transient
 from .delivery import deliver_updates
 from .handles import ChildHandle, ReplayAwareLogger, Update
@@ -199,6 +200,23 @@ class Context:
     def random(self) -> float:
         """A float in [0, 1), recorded: identical on replay."""
         return float(self._recorded_value("random", _random.random))
+
+    # -- patching ---------------------------------------------------------------
+
+    def patched(self, change_id: str) -> bool:
+        """Whether this run takes the new path of change ``change_id``: True on a
+        run that reaches this point on code that has the change (a ``patch``
+        marker is recorded), False on a run whose history went past this point
+        without the marker (its old path replays). ``change_id`` is an id
+        (``InvalidIdError``). See docs/deploying-code.md."""
+        self._turn.check_halt()
+        return patches.patched(self._replay, change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The change ``change_id`` once no run on its old path is left: replays
+        on runs that have its marker and on runs that do not; records nothing."""
+        self._turn.check_halt()
+        patches.deprecate_patch(self._replay, change_id)
 
     # -- timers -----------------------------------------------------------------
 

@@ -126,7 +126,7 @@ class WorkflowEngine:
 
     def start(self) -> WorkflowEngine:
         """Pass the boot gates of the ownership mode, then insert this engine's row."""
-        self.ownership.boot(kind=self.kind)
+        self.ownership.boot(kind=self.kind, workflows=registry.registered_versions())
         self.started = True
         return self
 
@@ -300,10 +300,12 @@ class WorkflowEngine:
         if run["status"] in TERMINAL_STATUSES or run["status"] == RunStatus.SUSPENDED:
             self.release(run_id, ended=True)
             return TurnOutcome.TERMINAL
-        if not registry.is_registered(run["workflow_name"]):
+        # A run is replayed with its own version's code, only where it is registered
+        # (the claim queries take only such runs; this holds for any other way in).
+        if not registry.is_registered(run["workflow_name"], run["workflow_version"]):
             self.release(run_id)
             return TurnOutcome.NOT_ELIGIBLE
-        definition = registry.get(run["workflow_name"])
+        definition = registry.get(run["workflow_name"], run["workflow_version"])
         # The clock is read only for runs that have a start time or a timeout.
         now = self.now() if run["start_at"] or run["timeout_at"] else None
         if run["status"] == RunStatus.PENDING and run["start_at"] and run["start_at"] > now:

@@ -71,7 +71,7 @@ def replay_read_only(
         raise WorkflowNotFoundError(workflow_id)
     if run["status"] == RunStatus.PENDING:
         raise QueryError(f"Workflow run {workflow_id!r} is pending: it has no state to query yet.")
-    definition = registry.get(run["workflow_name"])
+    definition = registry.get(run["workflow_name"], run["workflow_version"])
     rows = (
         WorkflowEvent.objects.using(using)
         .filter(run_id=workflow_id)

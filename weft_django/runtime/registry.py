@@ -20,6 +20,7 @@ from ..exceptions import (
     WorkflowArgumentsError,
     WorkflowNotRegisteredError,
 )
+from ..ownership import Served
 
 #: Stands for the ``ctx`` argument when a call is bound against a signature.
 _CTX = object()
@@ -52,25 +53,44 @@ class WorkflowDefinition:
 
 
 _lock = threading.Lock()
-_registry: dict[str, WorkflowDefinition] = {}
+#: name -> version -> definition: versions of one name live side by side.
+_registry: dict[str, dict[int, WorkflowDefinition]] = {}
+#: :func:`served`, built once per change of the registry (the worker asks every tick).
+_served: Served | None = None
 
 
 def register(definition: WorkflowDefinition) -> WorkflowDefinition:
     with _lock:
-        existing = _registry.get(definition.name)
+        versions = _registry.setdefault(definition.name, {})
+        existing = versions.get(definition.version)
         if existing is not None and _origin(existing.fn) != _origin(definition.fn):
             raise WeftConfigurationError(
-                f"Workflow name {definition.name!r} is registered twice: by "
-                f"{_origin(existing.fn)} and by {_origin(definition.fn)}. Give one of them "
-                "another name with @workflow(name=...)."
+                f"Workflow name {definition.name!r} version {definition.version} is "
+                f"registered twice: by {_origin(existing.fn)} and by "
+                f"{_origin(definition.fn)}. Give one of them another name with "
+                "@workflow(name=...), or another version with @workflow(version=...)."
             )
-        _registry[definition.name] = definition
+        versions[definition.version] = definition
+        _forget_served()
     return definition
 
 
-def unregister(name: str) -> None:
+def unregister(name: str, version: int | None = None) -> None:
+    """Forget ``name`` (every version, or only ``version``)."""
     with _lock:
-        _registry.pop(name, None)
+        _forget_served()
+        if version is None:
+            _registry.pop(name, None)
+            return
+        versions = _registry.get(name, {})
+        versions.pop(version, None)
+        if not versions:
+            _registry.pop(name, None)
+
+
+def _forget_served() -> None:
+    global _served
+    _served = None
 
 
 def _origin(fn: Callable[..., Any]) -> str:
@@ -85,8 +105,12 @@ def workflow(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx, *args, **kwargs)`` as a workflow.
 
-    ``name`` defaults to ``"module.qualname"``. ``timeout`` is an optional
-    execution timeout from the run's start; past it the run is ``timed_out``.
+    ``name`` defaults to ``"module.qualname"``. ``version`` (a positive int)
+    lets versions of one name be registered side by side: ``start(name)``
+    starts the highest, each run is replayed with its own version's code, and a
+    worker claims only runs of the versions it has (docs/deploying-code.md).
+    ``timeout`` is an optional execution timeout from the run's start; past it
+    the run is ``timed_out``.
     """
     if callable(name):
         raise TypeError("use @workflow() or @workflow(name=...), with parentheses")
@@ -108,28 +132,69 @@ def workflow(
     return decorate
 
 
-def get(name: str) -> WorkflowDefinition:
+def get(name: str, version: int | None = None) -> WorkflowDefinition:
+    """The definition of ``name``: the highest version registered in this
+    process, or ``version`` (``WorkflowNotRegisteredError`` when it is not)."""
+    versions = _registry.get(name)
+    if not versions:
+        raise WorkflowNotRegisteredError(name)
+    if version is None:
+        return versions[max(versions)]
     try:
-        return _registry[name]
+        return versions[version]
     except KeyError:
-        raise WorkflowNotRegisteredError(name) from None
+        raise WorkflowNotRegisteredError(name, version) from None
 
 
-def is_registered(name: str) -> bool:
-    return name in _registry
+def is_registered(name: str, version: int | None = None) -> bool:
+    """Whether ``name`` (in ``version``, when given) is registered here."""
+    versions = _registry.get(name)
+    return bool(versions) and (version is None or version in versions)  # type: ignore[operator]
 
 
 def registered_names() -> list[str]:
-    return sorted(_registry)
+    return sorted(name for name, versions in _registry.items() if versions)
 
 
-def resolve(workflow: str | Callable[..., Any] | WorkflowDefinition) -> WorkflowDefinition:
-    """A registered name, a decorated function, or a definition -> its definition."""
-    if isinstance(workflow, WorkflowDefinition):
-        return get(workflow.name)
+def registered_versions() -> dict[str, list[int]]:
+    """name -> the versions of it registered in this process, ascending."""
+    return {name: sorted(versions) for name, versions in sorted(_registry.items()) if versions}
+
+
+def served_summary() -> str:
+    """The workflows registered here, for a worker's start line: ``a, b v1/v2``
+    (the versions shown when a name has another than 1)."""
+    text = [
+        name if found == [1] else f"{name} " + "/".join(f"v{version}" for version in found)
+        for name, found in registered_versions().items()
+    ]
+    return ", ".join(text) or "(none registered)"
+
+
+def served() -> Served:
+    """The names registered here with their versions: what this process's
+    engines claim (a collection of names the ownership queries take)."""
+    global _served
+    found = _served
+    if found is None:
+        found = _served = Served.of(registered_versions())
+    return found
+
+
+def resolve(
+    workflow: str | Callable[..., Any] | WorkflowDefinition, version: int | None = None
+) -> WorkflowDefinition:
+    """A registered name, a decorated function, or a definition -> its definition.
+
+    A name resolves to its highest registered version unless ``version`` is
+    given; a decorated function or a definition to its own version (or
+    ``version``)."""
     if isinstance(workflow, str):
-        return get(workflow)
-    definition = getattr(workflow, "_weft_definition", None)
-    if isinstance(definition, WorkflowDefinition):
-        return get(definition.name)
-    raise WorkflowNotRegisteredError(repr(workflow))
+        return get(workflow, version)
+    definition = workflow if isinstance(workflow, WorkflowDefinition) else None
+    if definition is None:
+        found = getattr(workflow, "_weft_definition", None)
+        definition = found if isinstance(found, WorkflowDefinition) else None
+    if definition is None:
+        raise WorkflowNotRegisteredError(repr(workflow))
+    return get(definition.name, definition.version if version is None else version)

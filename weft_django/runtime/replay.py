@@ -48,6 +48,8 @@ class Replay:
         #: as an applied update makes it true (it is re-checked after each one).
         self.until: Callable[[], bool] | None = None
         self._handler_kind: str | None = None
+        #: change id -> what ``ctx.patched`` answered in this run (:mod:`.patches`).
+        self.patches: dict[str, bool] = {}
         for index, event in enumerate(events):
             if event.seq != index:
                 self.poisoned = NonDeterminismError(

@@ -52,6 +52,7 @@ from .wakeups import notify
 RUN_FIELDS = (
     "id",
     "workflow_name",
+    "workflow_version",
     "status",
     "args",
     "kwargs",

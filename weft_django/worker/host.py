@@ -174,7 +174,7 @@ class Worker:
             self.timing.renew_interval,
             self.settings.tick_interval,
             self.concurrency,
-            ", ".join(registry.registered_names()) or "(none registered)",
+            registry.served_summary(),
         )
         self.ownership.warn_if_crowded()
         self._undo_session_setup = end_idle_transactions(
@@ -263,7 +263,7 @@ class Worker:
         if not (check_due or refill):
             return found
         now = self.engine.tick_now()
-        names = registry.registered_names()
+        names = registry.served()  # names with their versions: only runs we can replay
         if check_due:
             # Woken runs go ahead of new work, past the batch limit: a wake-up never
             # waits for a full queue of new runs to drain. A run queued or

@@ -2,7 +2,10 @@
 
 ``WEFT_IT_WORKFLOWS`` (comma-separated names) restricts which of them this
 process registers, so a test can start a worker that lacks a workflow type.
-Unset or empty: all of them.
+Unset or empty: all of them. ``WEFT_IT_VERSIONS`` (comma-separated, default
+``1,2``) are the versions of ``it.versioned`` registered, so a test can run an
+old worker (``1``) beside a new one; ``WEFT_IT_PATCHED=1`` deploys the change
+of ``it.patchable`` (behind ``ctx.patched``).
 """
 
 from __future__ import annotations
@@ -185,6 +188,31 @@ def tree_leaf(ctx: Context, depth: int, nap_s: float = 2.0) -> int:
     ctx.step(nap, ctx.workflow_id, "nap", nap_s, name="nap")
     ctx.step(record, ctx.workflow_id, "after", ctx.epoch, name="after", transactional=True)
     return depth
+def versioned_v1(ctx: Context) -> dict[str, Any]:
+    """Version 1: step "v1-a", wait for "go", step "v1-b"."""
+    ctx.step(record, ctx.workflow_id, "v1-a", ctx.epoch, name="v1-a", transactional=True)
+    ctx.wait_for_signal("go")
+    ctx.step(record, ctx.workflow_id, "v1-b", ctx.epoch, name="v1-b", transactional=True)
+    return {"code": 1, "version": ctx.workflow_version}
+
+
+def versioned_v2(ctx: Context) -> dict[str, Any]:
+    """Version 2, another order: a v1 history would not replay on it (nor the reverse)."""
+    ctx.step(record, ctx.workflow_id, "v2-a", ctx.epoch, name="v2-a", transactional=True)
+    ctx.step(record, ctx.workflow_id, "v2-b", ctx.epoch, name="v2-b", transactional=True)
+    ctx.wait_for_signal("go")
+    return {"code": 2, "version": ctx.workflow_version}
+
+
+def patchable(ctx: Context) -> str:
+    """Step "a", (the change: step "extra"), wait for "go", step "b"."""
+    ctx.step(record, ctx.workflow_id, "a", ctx.epoch, name="a", transactional=True)
+    new = os.environ.get("WEFT_IT_PATCHED") == "1" and ctx.patched("extra")
+    if new:
+        ctx.step(record, ctx.workflow_id, "extra", ctx.epoch, name="extra", transactional=True)
+    ctx.wait_for_signal("go")
+    ctx.step(record, ctx.workflow_id, "b", ctx.epoch, name="b", transactional=True)
+    return "new" if new else "old"
 
 
 WORKFLOWS = {
@@ -200,9 +228,15 @@ WORKFLOWS = {
     "it.many_steps": many_steps,
     "it.tree": tree,
     "it.tree_leaf": tree_leaf,
+    "it.patchable": patchable,
 }
+VERSIONS = {1: versioned_v1, 2: versioned_v2}
 
 _enabled = [name for name in os.environ.get("WEFT_IT_WORKFLOWS", "").split(",") if name]
 for _name, _fn in WORKFLOWS.items():
     if not _enabled or _name in _enabled:
         weft.workflow(name=_name)(_fn)
+_versions = os.environ.get("WEFT_IT_VERSIONS", "1,2").split(",")
+for _version, _fn in VERSIONS.items():
+    if str(_version) in _versions and (not _enabled or "it.versioned" in _enabled):
+        weft.workflow(name="it.versioned", version=_version)(_fn)

@@ -41,6 +41,7 @@ from ..passes.scans import pending_due_sql
 from .first import insert_first_claims
 from .registry import ClaimRegistry
 from .results import Acquired
+from .served import served_sql
 
 #: How many candidate runs the first window reads per unit of free capacity:
 #: room for the runs at the head of the queue that other engines claimed and
@@ -91,17 +92,13 @@ def _ready_index_hint(connection: Any) -> str:
     return ""
 
 
-def _branch_sql(connection: Any, names: int, *, scheduled: bool, after: After) -> str:
+def _branch_sql(connection: Any, names_sql: str, *, scheduled: bool, after: After) -> str:
     quote = connection.ops.quote_name
     run, claim = quote(WorkflowRun._meta.db_table), quote(Claim._meta.db_table)
     run_id = f"r.{quote('id')}"
     start_at, created_at = f"r.{quote('start_at')}", f"r.{quote('created_at')}"
     own_claim = f"FROM {claim} c WHERE c.{quote('workflow_id')} = {run_id}"
-    placeholders = ", ".join(["%s"] * names)
-    where = [
-        pending_due_sql(f"r.{quote('status')}", start_at, scheduled=scheduled),
-        f"{_unindexed(connection, 'r.' + quote('workflow_name'))} IN ({placeholders})",
-    ]
+    where = [pending_due_sql(f"r.{quote('status')}", start_at, scheduled=scheduled), names_sql]
     if after is not None:
         # Past the last row read, in index order: a range bound the index can
         # seek to (>=), then a filter that only drops the ties before it.
@@ -127,7 +124,7 @@ def _branch_sql(connection: Any, names: int, *, scheduled: bool, after: After) -
 
 
 def _branch_params(
-    now: Any, names: Sequence[str], limit: int, *, scheduled: bool, after: After
+    now: Any, names: Sequence[Any], limit: int, *, scheduled: bool, after: After
 ) -> list[Any]:
     params: list[Any] = [now] if scheduled else []
     params += names
@@ -143,17 +140,25 @@ def _branch_params(
 def window_statement(
     connection: Any,
     now: datetime,
-    names: Sequence[str],
+    names: Collection[str],
     limit: int,
     pages: dict[bool, After],
 ) -> tuple[str, list[Any]]:
     """One statement reading a page of each branch in ``pages`` (scheduled? ->
-    where its page starts): ``limit`` rows at most per branch."""
+    where its page starts): ``limit`` rows at most per branch. ``names`` given
+    as a :class:`~.served.Served` reads only runs of the versions it serves."""
     stamp = connection.ops.adapt_datetimefield_value(now)
+    quote = connection.ops.quote_name
+    names_sql, names_params = served_sql(
+        connection,
+        _unindexed(connection, "r." + quote("workflow_name")),
+        "r." + quote("workflow_version"),
+        names,
+    )
     parts, params = [], []
     for scheduled, after in sorted(pages.items()):
-        parts.append(_branch_sql(connection, len(names), scheduled=scheduled, after=after))
-        params += _branch_params(stamp, names, limit, scheduled=scheduled, after=after)
+        parts.append(_branch_sql(connection, names_sql, scheduled=scheduled, after=after))
+        params += _branch_params(stamp, names_params, limit, scheduled=scheduled, after=after)
     # Each branch keeps its own ORDER BY and LIMIT inside a derived table (the
     # portable spelling: SQLite refuses them directly in a compound SELECT).
     sql = " UNION ALL ".join(f"SELECT * FROM ({part}) w{n}" for n, part in enumerate(parts))
@@ -172,7 +177,6 @@ def ready_window(
     (runs without a start time, then those whose start time has come), each
     with its claim row's epoch and holder. ``pages``: which branches to read
     and where each starts (default: both, from the head)."""
-    names = sorted(names)
     if not names or limit <= 0:
         return []
     connection = connections[db_for(using)]

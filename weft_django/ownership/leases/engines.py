@@ -38,9 +38,11 @@ def register_engine(
     engine_id: str | None = None,
     using: str | None = None,
     now: datetime | None = None,
+    workflows: dict[str, list[int]] | None = None,
 ) -> Engine:
     """Insert this process's engine row with a fresh lease of ``timing.ttl``
-    (default: the claim timing of ``settings``)."""
+    (default: the claim timing of ``settings``) and the workflows it serves
+    (``name -> versions``)."""
     using = db_for(using)
     timing = timing or settings.claim_timing
     now = now or db_now(using)
@@ -54,6 +56,7 @@ def register_engine(
         started_at=now,
         heartbeat_at=now,
         lease_expires_at=now + seconds(timing.ttl),
+        workflows=workflows or {},
     )
 
 

@@ -129,8 +129,9 @@ class Ownership(abc.ABC):
     def now(self) -> datetime:
         return self._clock() if self._clock is not None else db_now(self.using)
 
-    def boot(self, *, kind: str) -> None:
-        """Pass the boot gates, then register this engine's row."""
+    def boot(self, *, kind: str, workflows: dict[str, list[int]] | None = None) -> None:
+        """Pass the boot gates, then register this engine's row (with the
+        workflows it serves: ``name -> versions``)."""
         if self.uses_marker:
             run_boot_gates(self.settings, using=self.using, engine_id=self.engine_id)
         register_engine(
@@ -140,6 +141,7 @@ class Ownership(abc.ABC):
             engine_id=self.engine_id,
             using=self.using,
             now=self._clock() if self._clock is not None else None,
+            workflows=workflows,
         )
 
     @property

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 
 from ..claims.results import Acquired, BackoffSkipped, Busy, LostRace, NotExpired
+from ..claims.served import Served
 from . import scans, takeover
 from .outcomes import Outcome, PassResult
 from .takeover import settle as _settle
@@ -73,7 +74,7 @@ def reclaim_scan(
     (wake hints and ``NOTIFY`` still reach the runs held meanwhile)."""
     now = claims.now()
     result = PassResult("reclaim", started_at=now)
-    names = list(names)
+    names = names if isinstance(names, Served) else list(names)  # Served: versions too
     if not names:
         return result.done()
     clock = takeover.Budget(claims.timing.renew_interval * 4 if budget is None else budget)
@@ -130,7 +131,7 @@ class _Scan:
     def __init__(
         self,
         claims: ClaimRegistry,
-        names: list[str],
+        names: Collection[str],
         drive: Callable[[str], object],
         result: PassResult,
         max_attempts: int,

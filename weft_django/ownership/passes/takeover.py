@@ -55,6 +55,7 @@ from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from ...models import ACTIVE_STATUSES, Claim, Engine, RunStatus, WorkflowRun
 from ..claims.registry import ClaimRegistry
 from ..claims.release import release_held, unstamp_ended
+from ..claims.served import admits
 from ..locks import PASS_LOCK_WAIT, bounded_lock_wait, is_lock_failure
 
 logger = logging.getLogger("weft_django.reclaim")
@@ -115,13 +116,14 @@ def in_index_order(using: str) -> None:
             )
 
 
-def _runs(using: str, run_ids: list[str], now: datetime) -> dict[str, tuple[str, str, bool]]:
-    """Run id -> (workflow name, status, a turn is due), by primary key."""
+def _runs(using: str, run_ids: list[str], now: datetime) -> dict[str, tuple[str, str, bool, int]]:
+    """Run id -> (workflow name, status, a turn is due, workflow version), by
+    primary key."""
     rows = (
         WorkflowRun.objects.using(using)
         .filter(pk__in=run_ids)
         .order_by()
-        .values_list("pk", "workflow_name", "status", "wake_hint_at", "wake_at")
+        .values_list("pk", "workflow_name", "status", "wake_hint_at", "wake_at", "workflow_version")
     )
     return {
         run_id: (
@@ -130,8 +132,9 @@ def _runs(using: str, run_ids: list[str], now: datetime) -> dict[str, tuple[str,
             status != RunStatus.WAITING
             or hint is not None
             or (wake_at is not None and wake_at <= now),
+            version,
         )
-        for run_id, name, status, hint, wake_at in rows
+        for run_id, name, status, hint, wake_at, version in rows
     }
 
 
@@ -151,19 +154,20 @@ def expired_engines(claims: ClaimRegistry, cutoff: datetime) -> list[str]:
 def _move(
     claims: ClaimRegistry,
     rows: list[tuple[str, int]],
-    runs: dict[str, tuple[str, str, bool]],
+    runs: dict[str, tuple[str, str, bool, int]],
     names: Collection[str],
     batch: Batch,
     *,
     holder_id: str | None,
 ) -> None:
     """Inside the batch's transaction: move the locked ``rows`` whose run is active
-    and of ``names`` (and not in cooldown) to this engine. Rolls back when the
-    row count differs, or when there is nothing to move."""
+    and of ``names`` (of a version served, when ``names`` is a
+    :class:`~..claims.served.Served`; and not in cooldown) to this engine. Rolls
+    back when the row count differs, or when there is nothing to move."""
     take = []
     for run_id, epoch in rows:
         run = runs.get(run_id)
-        if run is None or run[1] not in ACTIVE_STATUSES or run[0] not in names:
+        if run is None or run[1] not in ACTIVE_STATUSES or not admits(names, run[0], run[3]):
             continue
         if claims.cooldown.blocked_until(run_id) is not None:
             batch.skipped.append(run_id)

@@ -71,15 +71,13 @@ class EnginePasses:
 
     def reclaim(self) -> PassResult:
         """Pass 2: the mode's recovery of runs other engines left behind."""
-        return self._observed(
-            self.ownership.recover(registry.registered_names(), self.submit, self.busy)
-        )
+        return self._observed(self.ownership.recover(registry.served(), self.submit, self.busy))
 
     def signal_poll(self) -> PassResult:
         """Pass 3: wake held runs whose awaited signal is buffered."""
         now = self.engine.now()
         held = self.ownership.held_count()
-        wakeable = self.ownership.held_with_buffered_signal(registry.registered_names())
+        wakeable = self.ownership.held_with_buffered_signal(registry.served())
         return self._observed(signal_poll_pass(wakeable, held=held, wake=self._wake, now=now))
 
     def _wake(self, run_id: str) -> None:
@@ -96,7 +94,7 @@ class EnginePasses:
         return self.ownership.held_count()
 
     def held_with_pending_updates(self) -> list[str]:
-        return self.ownership.held_with_pending_updates(registry.registered_names())
+        return self.ownership.held_with_pending_updates(registry.served())
 
     def drain_updates(self, run_id: str) -> None:
         """The drain itself happens in the run's next turn, at its park point."""

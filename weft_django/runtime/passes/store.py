@@ -175,7 +175,7 @@ class StorePass:
             self._beat = time.monotonic()
 
     def run(self, result: PassResult) -> None:
-        names = registry.registered_names()
+        names = registry.served()
         candidates = self.scan.select(names, limit=self.limits.batch_size, using=self.using)
         owners = self.ownership.live_owners([run_id for run_id, _ in candidates])
         owned = [run_id for run_id, _ in candidates if owners.get(run_id)]
