@@ -159,3 +159,24 @@ def test_a_start_inside_a_transaction_keeps_the_version(db: None) -> None:
     with transaction.atomic():
         weft.start("tests.versioned", version=1, workflow_id="in-txn")
     assert WorkflowRun.objects.get(pk="in-txn").workflow_version == 1
+
+
+def test_retry_and_fork_keep_the_old_runs_version(driver: WorkflowDriver) -> None:
+    weft.start("tests.versioned", version=1, workflow_id="old-v1")
+    driver.run_until_idle()
+    weft.cancel("old-v1", reason="test")
+    retried = weft.retry("old-v1", new_id="old-v1-retried")
+    forked = weft.fork("old-v1", from_step=1, new_id="old-v1-forked")
+    for run_id in (retried.id, forked.id):
+        assert WorkflowRun.objects.get(pk=run_id).workflow_version == 1
+    driver.run_until_idle()
+    for run_id in (retried.id, forked.id):
+        weft.signal(run_id, "go")
+    driver.run_until_idle()
+    assert weft.result(retried.id, timeout=0) == {"code": 1, "version": 1}
+    assert weft.result(forked.id, timeout=0) == {"code": 1, "version": 1}
+    weft.start("tests.versioned", version=2, workflow_id="new-v2")
+    weft.cancel("new-v2", reason="test")
+    with only_v1(), pytest.raises(WorkflowNotRegisteredError, match="No version 2"):
+        weft.retry("new-v2", new_id="new-v2-retried")
+    assert not WorkflowRun.objects.filter(pk="new-v2-retried").exists()

@@ -118,17 +118,17 @@ def copy_run(
     """Insert the new run made from ``old`` with the ``carried`` events, in one
     transaction (``within`` runs last in it: the audit record).
     ``WorkflowAlreadyExistsError`` when ``new_id`` is taken;
-    ``WorkflowNotRegisteredError`` when the workflow is not registered here (its
-    execution timeout is the registered one's)."""
+    ``WorkflowNotRegisteredError`` when the old run's workflow version is not
+    registered here (its execution timeout is that version's)."""
     using = db_for(using)
-    definition = resolve(old.workflow_name)
+    definition = resolve(old.workflow_name, old.workflow_version)
     try:
         with busy_as_typed_error(), transaction.atomic(using=using):
             now = db_now(using)
             run = WorkflowRun(
                 id=new_id,
                 workflow_name=old.workflow_name,
-                # The old run's version, whatever this process registered last.
+                # The old run's version, never the newest one registered.
                 workflow_version=old.workflow_version,
                 status=RunStatus.WAITING if carried else RunStatus.PENDING,
                 args=old.args,
