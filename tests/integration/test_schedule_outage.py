@@ -88,9 +88,7 @@ def check_never_overlapping(name: str) -> list[datetime]:
 
 
 def test_catch_up_and_overlap_after_all_workers_were_down(workers: Any, wait: Any) -> None:
-    started = [
-        workers.start(name, settings=SETTINGS, ready=False, **ENV) for name in ("a", "b")
-    ]
+    started = [workers.start(name, settings=SETTINGS, ready=False, **ENV) for name in ("a", "b")]
     for process in started:
         workers.wait_ready(process)
     # A few ticks, and a tick held back by overlap="queue" then fired.
@@ -111,9 +109,11 @@ def test_catch_up_and_overlap_after_all_workers_were_down(workers: Any, wait: An
     back_at = now()
     workers.start("c", settings=SETTINGS, **ENV)
     wait(
-        lambda: any(t > tau for t in ticks("po-skip"))
-        and len([t for t in ticks("po-latest") if t > back_at]) >= 2
-        and all(ticks(name)[-1] > killed_at for name in OVERLAP),
+        lambda: (
+            any(t > tau for t in ticks("po-skip"))
+            and len([t for t in ticks("po-latest") if t > back_at]) >= 2
+            and all(ticks(name)[-1] > killed_at for name in OVERLAP)
+        ),
         20,
         what="ticks after the outage",
     )
