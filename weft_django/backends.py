@@ -13,6 +13,9 @@ Security: a run names its task by module path. The worker imports that path
 only when its module belongs to an installed app, and runs it only when it
 is a ``django.tasks.Task`` of this backend with that exact path; anything
 else fails the run with :class:`TaskNotAllowedError` and nothing is called.
+A schedule of a task (``@weft.schedule`` above ``@task``, or a
+``WEFT["SCHEDULES"]`` entry's ``"task"``) is checked by the same rule
+(:func:`scheduled_task`, system check weft.E034) and stores the same run.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .runtime import registry
 from .runtime.backoff import is_transient
 from .runtime.context import Context
 from .runtime.policy import RetryPolicy
+from .schedules.declare import set_task_resolver
 
 WORKFLOW_PREFIX = "django.tasks."
 ATTEMPT_PREFIX = "attempt-"
@@ -206,23 +210,7 @@ class WeftTaskBackend(BaseTaskBackend):
         Imports only modules of installed apps, never an arbitrary input path.
         """
         self._usable()
-        if not isinstance(module_path, str) or not _MODULE_PATH.match(module_path):
-            raise TaskNotAllowedError(f"{module_path!r} is not a task's module path")
-        module_name, _, attribute = module_path.rpartition(".")
-        if not any(
-            module_name == app.name or module_name.startswith(f"{app.name}.")
-            for app in apps.get_app_configs()
-        ):
-            raise TaskNotAllowedError(
-                f"{module_path!r} is not in an installed app; weft runs only the @task "
-                "functions of installed apps"
-            )
-        try:
-            found = getattr(import_module(module_name), attribute, None)
-        except ImportError as exc:
-            raise TaskNotAllowedError(f"{module_path!r} cannot be imported: {exc}") from exc
-        if not isinstance(found, Task) or found.module_path != module_path:
-            raise TaskNotAllowedError(f"{module_path!r} is not a django.tasks @task")
+        found = import_task(module_path)
         if found.backend != self.alias:
             raise TaskNotAllowedError(
                 f"{module_path!r} belongs to task backend {found.backend!r}, not {self.alias!r}"
@@ -230,9 +218,70 @@ class WeftTaskBackend(BaseTaskBackend):
         return found
 
 
+def import_task(module_path: Any) -> Task:
+    """The ``django.tasks`` ``@task`` at ``module_path`` of an installed app
+    (TaskNotAllowedError otherwise; nothing outside installed apps is imported)."""
+    if not isinstance(module_path, str) or not _MODULE_PATH.match(module_path):
+        raise TaskNotAllowedError(f"{module_path!r} is not a task's module path")
+    module_name, _, attribute = module_path.rpartition(".")
+    if not any(
+        module_name == app.name or module_name.startswith(f"{app.name}.")
+        for app in apps.get_app_configs()
+    ):
+        raise TaskNotAllowedError(
+            f"{module_path!r} is not in an installed app; weft runs only the @task "
+            "functions of installed apps"
+        )
+    try:
+        found = getattr(import_module(module_name), attribute, None)
+    except ImportError as exc:
+        raise TaskNotAllowedError(f"{module_path!r} cannot be imported: {exc}") from exc
+    if not isinstance(found, Task) or found.module_path != module_path:
+        raise TaskNotAllowedError(f"{module_path!r} is not a django.tasks @task")
+    return found
+
+
+def scheduled_task(task: Task | str) -> Task:
+    """The task a schedule fires (``WEFT["SCHEDULES"]`` names it by module path),
+    checked as a worker checks an enqueued one: a task of a usable
+    ``WeftTaskBackend`` that its :meth:`~WeftTaskBackend.resolve` allows, whose
+    runs are stored on the database schedules fire on. TaskNotAllowedError
+    otherwise (system check weft.E034)."""
+    if not isinstance(task, Task):
+        task = import_task(task)
+    try:
+        backend = task_backends[task.backend]
+    except InvalidTaskBackend as exc:
+        raise TaskNotAllowedError(f"{task.module_path!r}: {exc}") from None
+    if not isinstance(backend, WeftTaskBackend):
+        raise TaskNotAllowedError(
+            f"{task.module_path!r} belongs to task backend {task.backend!r}, a "
+            f"{type(backend).__name__}; weft schedules only tasks of a WeftTaskBackend"
+        )
+    try:
+        backend.resolve(task.module_path)
+    except InvalidTaskBackend as exc:
+        raise TaskNotAllowedError(str(exc)) from None
+    if db_for(backend.using) != db_for(None):
+        raise TaskNotAllowedError(
+            f"{task.module_path!r}: task backend {task.backend!r} stores its runs on "
+            f"database {db_for(backend.using)!r}, but schedules fire on {db_for(None)!r}"
+        )
+    return task
+
+
+def task_route(module_path: str) -> tuple[str, str, str]:
+    """(module path, backend alias, queue) of the task a ``WEFT["SCHEDULES"]``
+    entry names (``"task": "<module path>"``), by :func:`scheduled_task`."""
+    task = scheduled_task(module_path)
+    return task.module_path, task.backend, task.queue_name
+
+
 def register_configured() -> None:
     """Create each configured WeftTaskBackend, registering its queues' workflows
-    (none for an entry with a mistake: system check weft.E015 reports it)."""
+    (none for an entry with a mistake: system check weft.E015 reports it), and
+    let ``WEFT["SCHEDULES"]`` name tasks (resolved by :func:`task_route`)."""
+    set_task_resolver(task_route)
     for alias in task_backend_aliases():
         backend = task_backends[alias]
         if not isinstance(backend, WeftTaskBackend) or backend.problem:

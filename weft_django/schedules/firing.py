@@ -253,14 +253,9 @@ class Firer:
             if not self.lease.fence():
                 raise LeaseLost("schedule lease lost")
             if fire:
+                workflow, args, kwargs = spec.call()  # a task: django.tasks.<queue>
                 try:
-                    start(
-                        spec.workflow_name,
-                        *spec.args,
-                        workflow_id=run_id,
-                        using=self.using,
-                        **spec.kwargs,
-                    )
+                    start(workflow, *args, workflow_id=run_id, using=self.using, **kwargs)
                 except WorkflowAlreadyExistsError:
                     duplicate = True
                 fields.update(last_tick=tick, last_fired_at=now, last_run_id=run_id)

@@ -111,9 +111,8 @@ def trigger(
         now = db_now(alias)
         row = row_of(spec, now, alias)
         run_id = f"schedule:{spec.name}:{iso(now)}"
-        handle = start(
-            spec.workflow_name, *spec.args, workflow_id=run_id, using=using, **spec.kwargs
-        )
+        workflow, args, kwargs = spec.call()
+        handle = start(workflow, *args, workflow_id=run_id, using=using, **kwargs)
         Schedule.objects.using(alias).filter(pk=row.pk).update(last_run_id=run_id)
         _audit("trigger", row, by, reason, detail=f" run {run_id}")
     return handle

@@ -15,6 +15,9 @@ and schedules its work. Until stopped it runs:
   lease (:mod:`weft_django.worker.schedule_thread`);
 * a wake-up listener (PostgreSQL ``LISTEN``, or SQLite's change watch).
 
+The loops' bodies and the optional threads (pruner, schedules, wake-ups) are
+in :mod:`weft_django.worker.threads`.
+
 What each pass does, and which runs are selected and claimed, is the engine's
 ownership strategy's business (:mod:`weft_django.ownership.modes`); this
 module only decides when.
@@ -31,28 +34,23 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connections
-
 from ..conf import WeftSettings, get_settings
 from ..models import EngineKind, db_for
 from ..ownership import Outcome, PassResult
-from ..runtime import registry, wakeups
+from ..runtime import registry
 from ..runtime.engine import TurnOutcome, WorkflowEngine
 from ..runtime.passes.renewal import EnginePasses
-from .logs import TurnCounts, log_status
+from .logs import TurnCounts, log_started, log_status
 from .metrics import DEFAULT_METRICS_ADDR, metrics_address, serve_metrics
 from .pool import TurnPool, close_connections, end_idle_transactions, recycle_connections
-from .prune_thread import prune_loop
-from .schedule_thread import schedule_loop
 from .shutdown import HALT_WAIT, Drained, drain, on_stop_signals, release_and_stop
 from .supervision import RenewalWatch, Supervisor, safely
+from .threads import SCAN_PASSES, Passes, optional_threads, pass_loop
 
 logger = logging.getLogger("weft_django.worker")
 
@@ -160,21 +158,13 @@ class Worker:
         if self.install_signal_handlers:
             on_stop_signals(self.stop, self.shutdown_grace)
         self.engine.start()
-        connection = connections[self.using]
-        logger.info(
-            "weft worker %s started: host=%s pid=%d mode=%s database=%s:%s ttl=%gs "
-            "renew=%gs tick=%gs concurrency=%d workflows=%s",
+        log_started(
             self.engine.engine_id,
-            socket.gethostname(),
-            os.getpid(),
             self.ownership.name,
-            connection.vendor,
-            connection.settings_dict.get("NAME"),
-            self.timing.ttl,
-            self.timing.renew_interval,
-            self.settings.tick_interval,
-            self.concurrency,
-            registry.served_summary(),
+            self.using,
+            self.timing,
+            tick=self.settings.tick_interval,
+            concurrency=self.concurrency,
         )
         self.ownership.warn_if_crowded()
         self._undo_session_setup = end_idle_transactions(
@@ -189,21 +179,16 @@ class Worker:
         self._spawn("weft-turn-wake", functools.partial(self.pool.serve, urgent_only=True))
         self._spawn("weft-renewal", self._renewal_loop)
         self._spawn("weft-scans", self._scan_loop)
-        pruner = prune_loop(self.engine.engine_id, self._stop, using=self.using)
-        if pruner is not None:  # WEFT["RETENTION"]["WORKER_INTERVAL"] (docs/retention.md)
-            self._spawn("weft-prune", pruner)
-        firer = (
-            schedule_loop(
-                self.engine.engine_id, self.settings.claim_timing, self._stop, using=self.using
-            )
-            if self.schedules and not self.once
-            else None
-        )
-        if firer is not None:  # @weft.schedule / WEFT["SCHEDULES"] (docs/schedules.md)
-            self._spawn("weft-schedules", firer)
-        source = wakeups.wake_source(self.using, self.settings, self._stop, self._on_notify)
-        if source is not None:  # else the fast tick alone (MySQL/MariaDB, NOTIFY off)
-            self._spawn(*source)
+        # The pruner, the schedule firer, the wake-up listener: when configured.
+        for name, target in optional_threads(
+            self.engine.engine_id,
+            self.settings,
+            self._stop,
+            using=self.using,
+            schedules=self.schedules and not self.once,
+            on_notify=self._on_notify,
+        ):
+            self._spawn(name, target)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         self.supervisor.spawn(name, target)
@@ -333,29 +318,11 @@ class Worker:
 
     # -- the renewal loop's passes ------------------------------------------------------
 
-    def _loop(
-        self,
-        passes: tuple[tuple[str, Callable[[], PassResult | None]], ...],
-        *,
-        after: Callable[[], None] = lambda: None,
-    ) -> None:
+    def _loop(self, passes: Passes, *, after: Callable[[], None] = lambda: None) -> None:
         """Run ``passes`` in order every renew interval until stopped; then record
-        their summaries on the engine row (one statement per round)."""
-        interval = self.timing.renew_interval
-        while not self._stop.is_set():
-            began = time.monotonic()
-            published = False
-            for name, run_pass in passes:
-                if self._stop.is_set():
-                    break
-                result = safely(name, run_pass)
-                if result is not None:
-                    self._publish(result)
-                    published = True
-            if published:
-                safely("record passes", self.passes.record)
-            after()
-            self._stop.wait(max(interval - (time.monotonic() - began), 0.0))
+        their summaries on the engine row (:func:`~weft_django.worker.threads.pass_loop`)."""
+        record, interval = self.passes.record, self.timing.renew_interval
+        pass_loop(passes, self._stop, interval, self._publish, record, after=after)
 
     def _renewal_loop(self) -> None:
         self._loop((("renew", self._renew_pass),))
@@ -376,15 +343,8 @@ class Worker:
         return result
 
     def _scan_loop(self) -> None:
-        self._loop(
-            (
-                ("reclaim", self.passes.reclaim),
-                ("signal_poll", self.passes.signal_poll),
-                ("update_poll", self.passes.update_poll),
-                ("timeouts", self.passes.timeouts),
-            ),
-            after=self._scans_done.set,
-        )
+        passes = tuple((name, getattr(self.passes, name)) for name in SCAN_PASSES)
+        self._loop(passes, after=self._scans_done.set)
 
     def _publish(self, result: PassResult) -> None:
         if result.name == "reclaim":

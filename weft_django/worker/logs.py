@@ -9,16 +9,24 @@ of their own then, and never touches a logging setup the project made
 
 :class:`TurnCounts` keeps what happened since the last status line (turns,
 failures, suspensions, reclaims, takeovers); :func:`summarize` shortens a
-list of run ids for one log line.
+list of run ids for one log line. :func:`log_started` is a worker's first
+line, :func:`log_status` its periodic one.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 import threading
 from collections import Counter
 from collections.abc import Iterable
+
+from django.db import connections
+
+from ..conf import Timing
+from ..runtime import registry
 
 #: The format of the handler :func:`ensure_handler` adds.
 DEFAULT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -121,4 +129,26 @@ def log_status(held: int, running: int, queued: int, counts: Counter[str]) -> No
         queued,
         turns,
         since,
+    )
+
+
+def log_started(
+    engine_id: str, mode: str, using: str, timing: Timing, *, tick: float, concurrency: int
+) -> None:
+    """A worker's first line: who, where, with which timings and workflows."""
+    connection = connections[using]
+    logger.info(
+        "weft worker %s started: host=%s pid=%d mode=%s database=%s:%s ttl=%gs "
+        "renew=%gs tick=%gs concurrency=%d workflows=%s",
+        engine_id,
+        socket.gethostname(),
+        os.getpid(),
+        mode,
+        connection.vendor,
+        connection.settings_dict.get("NAME"),
+        timing.ttl,
+        timing.renew_interval,
+        tick,
+        concurrency,
+        registry.served_summary(),
     )

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from ..conf import Timing
+from ..runtime import registry
 from ..schedules.declare import declared
 from ..schedules.firing import Firer, FireSummary
 from .supervision import safely
@@ -83,7 +84,27 @@ def schedule_loop(
     engine_id: str, timing: Timing, stop: threading.Event, *, using: str | None = None
 ) -> Callable[[], Any] | None:
     """The ``weft-schedules`` thread's body, or None when no schedule is declared.
-    A bad declaration raises ``WeftConfigurationError`` (at boot)."""
-    if not declared():
+    A bad declaration raises ``WeftConfigurationError`` (at boot).
+
+    None too on a worker that serves only some task queues (``--task-queue``)
+    when a scheduled task is on another queue: the firer starts every
+    schedule's runs (the firing pass is all or nothing under one lease), so
+    such a worker leaves the lease to the workers that know every queue."""
+    specs = declared()
+    if not specs:
+        return None
+    unserved = sorted(
+        {
+            spec.workflow_name
+            for spec in specs.values()
+            if spec.task is not None and not registry.is_registered(spec.workflow_name)
+        }
+    )
+    if unserved:
+        logger.warning(
+            "this worker does not fire schedules: scheduled tasks run on %s, which it "
+            "does not serve (--task-queue); a worker serving every queue fires them",
+            ", ".join(unserved),
+        )
         return None
     return ScheduleLoop(engine_id, timing, stop, using=using)

@@ -106,6 +106,13 @@ def noop_steps(ctx: Context, n: int = 10) -> int:
     return n
 
 
+def lingers(ctx: Context, seconds: float = 2.5) -> float:
+    """A run that lasts ``seconds`` on a durable timer, holding no thread: longer
+    than a 1-s schedule's interval (the overlap policies' test)."""
+    ctx.sleep(seconds)
+    return seconds
+
+
 def fails(ctx: Context, message: str = "boom") -> None:
     """One step, then the workflow raises: the run fails."""
     ctx.step(noop, 0, name="first")
@@ -224,6 +231,7 @@ WORKFLOWS = {
     "it.waiter": waiter,
     "it.relay": relay,
     "it.noop_steps": noop_steps,
+    "it.lingers": lingers,
     "it.fails": fails,
     "it.many_steps": many_steps,
     "it.tree": tree,

@@ -93,6 +93,7 @@ class Command(BaseCommand):
                 {
                     "name": name,
                     "workflow": spec.workflow_name,
+                    "task": spec.task_path,
                     "cron": cron.expression,
                     "timezone": cron.timezone,
                     "catch_up": spec.catch_up,
@@ -110,8 +111,9 @@ class Command(BaseCommand):
             self.stdout.write("No schedules declared (@weft.schedule or WEFT['SCHEDULES']).")
         for item in found:
             state = "paused" if item["paused"] else "active"
+            target = item["workflow"] + (f" (task {item['task']})" if item["task"] else "")
             self.stdout.write(
-                f"{item['name']}  {item['cron']} ({item['timezone']})  -> {item['workflow']}  "
+                f"{item['name']}  {item['cron']} ({item['timezone']})  -> {target}  "
                 f"[{state}; catch_up={item['catch_up']} overlap={item['overlap']}]"
             )
             self.stdout.write(
