@@ -23,6 +23,7 @@ TARGET = ROOT / "docs" / "api.md"
 # (section title, module file, names in order; None: every public top-level name)
 SECTIONS: list[tuple[str, str, list[str] | None]] = [
     ("Defining workflows", "runtime/registry.py", ["workflow"]),
+    ("Schedules", "schedules/declare.py", ["schedule"]),
     ("Context", "runtime/context.py", ["Context"]),
     ("Retry policy", "runtime/policy.py", ["RetryPolicy"]),
     ("Handles", "runtime/handles.py", ["ChildHandle", "Update"]),
@@ -34,9 +35,15 @@ SECTIONS: list[tuple[str, str, list[str] | None]] = [
             "WorkflowHandle",
         ],
     ),
+    ("Recovering failed work", "api/recovery.py", ["retry", "fork"]),
+    (
+        "Steering schedules",
+        "api/schedules.py",
+        ["pause_schedule", "resume_schedule", "trigger_schedule"],
+    ),
     ("Reading runs", "api/reads.py", ["result", "describe", "WorkflowDescription"]),
     ("Updates and queries", "api/updates.py", ["update", "query"]),
-    ("Testing", "testing.py", ["WorkflowDriver"]),
+    ("Testing", "testing.py", ["WorkflowDriver", "replay"]),
     ("Django's Tasks API backend", "backends.py", ["WeftTaskBackend", "TaskNotAllowedError"]),
     ("Celery", "beat.py", ["beat_schedule", "beat_entry", "install_periodic_tasks"]),
     ("Errors and warnings", "exceptions.py", None),

@@ -103,3 +103,14 @@ def test_every_file_path_in_the_docs_exists() -> None:
             if not any((base / path).exists() for base in (PACKAGE, ROOT, ROOT / "docs")):
                 stale.append(f"{page.relative_to(ROOT)}: {path}")
     assert sorted(stale) == []
+
+
+def test_every_public_name_has_an_entry_in_the_reference() -> None:
+    """Each name of ``weft_django.__all__`` is a heading of docs/api.md (a name
+    added to the package but not to ``gen_api.py``'s sections fails here)."""
+    import weft_django
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    headings = set(re.findall(r"^###+ (?:class )?`(\w+)", text, flags=re.M))
+    missing = sorted(set(weft_django.__all__) - headings)
+    assert not missing, f"add them to docs/gen_api.py's SECTIONS: {missing}"
