@@ -9,7 +9,7 @@ import pytest
 
 import weft_django as weft
 from weft_django import InvalidIdError
-from weft_django.admin.timeline import describe, describe_without_payload
+from weft_django.inspection.timeline import describe, describe_without_payload
 from weft_django.models import RunStatus, WorkflowEvent, WorkflowRun
 from weft_django.runtime.replay_check import check_run, runs_to_check
 from weft_django.testing import WorkflowDriver
