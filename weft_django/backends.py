@@ -31,6 +31,7 @@ from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTaskBackend, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.utils import timezone
 from django.utils.json import normalize_json
 
 from . import api
@@ -110,7 +111,11 @@ class WeftTaskBackend(BaseTaskBackend):
     # -- enqueue ----------------------------------------------------------------
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
-        """Store a run in the caller's transaction (if any); returns a READY result."""
+        """Store a run in the caller's transaction (if any); returns a READY result.
+
+        One statement (``weft.start``'s), nothing read back: the result's
+        ``enqueued_at`` is this process's clock (the run's ``created_at``, which
+        :meth:`get_result` reports, is the database's)."""
         self._usable()
         self.validate_task(task)
         handle = api.start(
@@ -122,7 +127,21 @@ class WeftTaskBackend(BaseTaskBackend):
             start_at=task.run_after,
             using=self.using,
         )
-        result = self.get_result(handle.id)
+        # Everything the result says is known: built from what was written, not read.
+        result: TaskResult = TaskResult(
+            task=task,
+            id=handle.id,
+            status=TaskResultStatus.READY,
+            enqueued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
         task_enqueued.send(type(self), task_result=result)
         return result
 
