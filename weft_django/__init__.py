@@ -20,6 +20,7 @@ from .exceptions import (
     OwnershipModeMismatchError,
     PayloadError,
     QueryError,
+    StartManyError,
     StepFailedError,
     StoreBusyError,
     UpdateRejectedError,
@@ -48,6 +49,7 @@ from .runtime.registry import workflow
 
 if TYPE_CHECKING:
     from .api import (
+        StartRequest,
         WorkflowDescription,
         WorkflowHandle,
         cancel,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
         resume,
         signal,
         start,
+        start_many,
         suspend,
         update,
     )
@@ -66,6 +69,7 @@ if TYPE_CHECKING:
 # The verbs and what they return, loaded from weft_django.api on first use.
 _API = frozenset(
     {
+        "StartRequest",
         "WorkflowDescription",
         "WorkflowHandle",
         "cancel",
@@ -77,6 +81,7 @@ _API = frozenset(
         "resume",
         "signal",
         "start",
+        "start_many",
         "suspend",
         "update",
     }
@@ -102,6 +107,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "Update",
     "workflow",
     # Starting and steering runs (any process)
+    "StartRequest",
     "WorkflowDescription",
     "WorkflowHandle",
     "cancel",
@@ -113,6 +119,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "resume",
     "signal",
     "start",
+    "start_many",
     "suspend",
     "update",
     # Errors
@@ -124,6 +131,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "OwnershipModeMismatchError",
     "PayloadError",
     "QueryError",
+    "StartManyError",
     "StepFailedError",
     "StoreBusyError",
     "UpdateRejectedError",

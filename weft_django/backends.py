@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import import_module
 from traceback import format_exception
 from typing import Any
@@ -127,10 +127,44 @@ class WeftTaskBackend(BaseTaskBackend):
             start_at=task.run_after,
             using=self.using,
         )
-        # Everything the result says is known: built from what was written, not read.
+        result = self._ready(task, handle.id, args, kwargs)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def enqueue_many(
+        self, task: Task, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[TaskResult]:
+        """Enqueue ``task`` once per ``(args, kwargs)`` of ``calls``, in one
+        statement per 1,000 runs with one wake-up (``weft.start_many``); returns
+        their READY results in order. Django's Tasks API has no bulk enqueue:
+        call it on the backend (``task.get_backend().enqueue_many(task, calls)``).
+        An argument that is not JSON raises ``StartManyError``, nothing stored."""
+        self._usable()
+        self.validate_task(task)
+        name = workflow_name(task.queue_name)
+        pairs = [(list(args), dict(kwargs)) for args, kwargs in calls]
+        requests = [
+            api.StartRequest(
+                name, (task.module_path, self.alias, args, kwargs), start_at=task.run_after
+            )
+            for args, kwargs in pairs
+        ]
+        outcomes = api.start_many(requests, using=self.using)
+        results = []
+        for (args, kwargs), outcome in zip(pairs, outcomes, strict=True):
+            if isinstance(outcome, Exception):  # random ids: never, but never silently
+                raise outcome
+            results.append(self._ready(task, outcome.id, args, kwargs))
+        for result in results:
+            task_enqueued.send(type(self), task_result=result)
+        return results
+
+    def _ready(self, task: Task, run_id: str, args: Any, kwargs: Any) -> TaskResult:
+        """The result of a run just enqueued: everything in it is known, built
+        from what was written, not read."""
         result: TaskResult = TaskResult(
             task=task,
-            id=handle.id,
+            id=run_id,
             status=TaskResultStatus.READY,
             enqueued_at=timezone.now(),
             started_at=None,
@@ -142,7 +176,6 @@ class WeftTaskBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
-        task_enqueued.send(type(self), task_result=result)
         return result
 
     # -- results ------------------------------------------------------------------

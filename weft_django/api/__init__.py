@@ -6,6 +6,7 @@ rest are these functions):
 - :mod:`.runs`: ``start``, ``get_handle``, ``signal``, ``cancel``,
   ``suspend``, ``resume``, ``purge``, and the ``WorkflowHandle`` that
   ``start`` and ``get_handle`` return;
+- :mod:`.bulk`: ``start_many`` and its ``StartRequest``;
 - :mod:`.reads`: ``result`` and ``describe`` (a ``WorkflowDescription``);
 - :mod:`.updates`: ``update`` and ``query``, the request/response verbs.
 
@@ -14,12 +15,15 @@ code path with the admin and ``manage.py weft_operate``
 (:mod:`weft_django.operations`).
 """
 
+from .bulk import StartRequest, start_many
 from .reads import WorkflowDescription, describe, result
 from .runs import WorkflowHandle, cancel, get_handle, purge, resume, signal, start, suspend
 from .updates import query, update
 
 __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
     "start",
+    "start_many",
+    "StartRequest",
     "get_handle",
     "signal",
     "update",

@@ -84,7 +84,7 @@ class NewRun:
 
 def prepare_run(
     definition: WorkflowDefinition,
-    args: tuple[Any, ...] | list[Any],
+    args: tuple[Any, ...],
     kwargs: dict[str, Any],
     *,
     workflow_id: str | None = None,
@@ -213,7 +213,7 @@ def insert_sql(vendor: str, count: int, *, notify: bool, returning: bool) -> str
     """The INSERT of ``count`` new runs on ``vendor`` (cached per shape)."""
     table = WorkflowRun._meta.db_table
     quote = connections_quote(vendor)
-    now = NOW_SQL.get(vendor, "CURRENT_TIMESTAMP")
+    now = NOW_SQL.get(vendor, "CURRENT_TIMESTAMP").replace("%", "%%")  # not a parameter
     json = "%s::jsonb" if vendor == "postgresql" else "%s"
     values = (
         f"(%s, %s, %s, '{RunStatus.PENDING.value}', {json}, {json}, %s, {now}, {now}, %s, %s, %s)"
