@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 import django
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 import weft_django as weft
 from weft_django.models import UpdateRequest, WorkflowRun, WorkflowSignal
@@ -108,8 +110,6 @@ def test_a_start_rolled_back_with_the_caller_leaves_nothing() -> None:
 
 
 def test_a_start_with_a_start_time_reads_the_clock_first() -> None:
-    from django.utils import timezone
-
     with cost() as later:
         weft.start(WAITER, workflow_id="c-later", start_at=timezone.now())
     assert (later.statements, later.commits) == (2, 1), later
@@ -126,11 +126,25 @@ def test_start_many_is_one_statement_per_chunk_and_one_commit(
         f"m-{n}" for n in range(5)
     ]
     monkeypatch.setattr(starts, "CHUNK", 2)
-    requests = [weft.StartRequest(WAITER, workflow_id=f"n-{n}") for n in range(5)]
+    later = timezone.now() + timedelta(hours=1)
+    requests = [
+        weft.StartRequest(
+            WAITER, (n,), {"k": n}, workflow_id=f"n-{n}", start_at=later if n else None
+        )
+        for n in range(5)
+    ]
     with cost() as chunked:
         weft.start_many(requests)
-    assert (chunked.statements, chunked.commits) == (3, 1), chunked
+    # a clock read (the start times) and an INSERT per chunk, in one transaction
+    assert (chunked.statements, chunked.commits) == (6, 1), chunked
     assert WorkflowRun.objects.count() == 10
+    stored = {run.pk: run for run in WorkflowRun.objects.filter(pk__startswith="n-")}
+    assert [(stored[f"n-{n}"].args, stored[f"n-{n}"].kwargs) for n in range(5)] == [
+        ([n], {"k": n}) for n in range(5)
+    ]
+    assert stored["n-0"].start_at is None and stored["n-0"].wake_at is None
+    assert stored["n-4"].start_at == later and stored["n-4"].wake_at == later
+    assert stored["n-4"].status == "pending" and stored["n-4"].created_at < later
 
 
 def test_start_many_reports_duplicates_per_item_and_starts_the_rest() -> None:

@@ -174,6 +174,8 @@ def _insert_chunk(connection: Any, rows: Sequence[NewRun]) -> list[str]:
                 inserted += _insert_chunk(connection, [row])
         return inserted
     sql = insert_sql(vendor, len(rows), notify=notify, returning=returning)
+    if vendor == "postgresql" and len(rows) > 1:  # one array per column (unnest)
+        params = [params[column::PARAMS_PER_ROW] for column in range(PARAMS_PER_ROW)]
     if notify:
         params.append(CHANNEL)
     with connection.cursor() as cursor:
@@ -215,13 +217,20 @@ def insert_sql(vendor: str, count: int, *, notify: bool, returning: bool) -> str
     quote = connections_quote(vendor)
     now = NOW_SQL.get(vendor, "CURRENT_TIMESTAMP").replace("%", "%%")  # not a parameter
     json = "%s::jsonb" if vendor == "postgresql" else "%s"
-    values = (
-        f"(%s, %s, %s, '{RunStatus.PENDING.value}', {json}, {json}, %s, {now}, {now}, %s, %s, %s)"
-    )
-    insert = (
-        f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in COLUMNS)}) "
-        f"VALUES {', '.join([values] * count)}"
-    )
+    pending = RunStatus.PENDING.value
+    insert = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in COLUMNS)}) "
+    if vendor == "postgresql" and count > 1:
+        # A column per array parameter: 9 parameters, not 9 per row; planned in
+        # a fraction of a millisecond where a VALUES list of 1,000 rows takes tens.
+        insert += (
+            f"SELECT u.i, u.n, u.v, '{pending}', u.a::jsonb, u.k::jsonb, u.p, {now}, {now}, "
+            "u.s, u.w, u.t FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[], "
+            "%s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
+            "%s::timestamptz[]) AS u(i, n, v, a, k, p, s, w, t)"
+        )
+    else:
+        values = f"(%s, %s, %s, '{pending}', {json}, {json}, %s, {now}, {now}, %s, %s, %s)"
+        insert += f"VALUES {', '.join([values] * count)}"
     if vendor == "mysql":
         return insert
     insert += " ON CONFLICT DO NOTHING"
