@@ -60,8 +60,10 @@ COLUMNS = (
 )
 #: Rows of one bulk statement (fewer where the database takes fewer parameters).
 CHUNK = 1000
-#: Parameters per row: every column but status and the two clock stamps.
+#: Parameters per row: every column but status and the two clock stamps (the
+#: stamps too when the clock was read first: :data:`STAMPED_PARAMS_PER_ROW`).
 PARAMS_PER_ROW = len(COLUMNS) - 3
+STAMPED_PARAMS_PER_ROW = len(COLUMNS) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,7 @@ def insert_runs(rows: Sequence[NewRun], *, using: str) -> list[str]:
 
 def chunk_size(connection: Any) -> int:
     limit = connection.features.max_query_params
-    return min(CHUNK, limit // PARAMS_PER_ROW) if limit else CHUNK
+    return min(CHUNK, limit // STAMPED_PARAMS_PER_ROW) if limit else CHUNK
 
 
 def _insert_chunk(connection: Any, rows: Sequence[NewRun]) -> list[str]:
@@ -141,6 +143,8 @@ def _insert_chunk(connection: Any, rows: Sequence[NewRun]) -> list[str]:
     if any(row.start_at is not None or row.timeout is not None for row in rows):
         now = db_now(using)
     adapt = connection.ops.adapt_datetimefield_value
+    # The clock read stamps the rows too (their deadlines count from it).
+    stamp = [adapt(now)] * 2 if now is not None else []
     params: list[Any] = []
     for row in rows:
         wake_at = timeout_at = None
@@ -158,13 +162,15 @@ def _insert_chunk(connection: Any, rows: Sequence[NewRun]) -> list[str]:
             row.args,
             row.kwargs,
             row.parent_id,
+            *stamp,
             adapt(row.start_at) if row.start_at is not None else None,
             adapt(wake_at) if wake_at is not None else None,
             adapt(timeout_at) if timeout_at is not None else None,
         )
     vendor = connection.vendor
+    stamped = now is not None
     if vendor == "mysql":
-        return _insert_mysql(connection, rows, params)
+        return _insert_mysql(connection, rows, params, stamped)
     notify = vendor == "postgresql" and fold_notify(using)
     returning = connection.features.can_return_rows_from_bulk_insert
     if not returning and len(rows) > 1:  # an old SQLite: one row per statement
@@ -173,9 +179,10 @@ def _insert_chunk(connection: Any, rows: Sequence[NewRun]) -> list[str]:
             for row in rows:
                 inserted += _insert_chunk(connection, [row])
         return inserted
-    sql = insert_sql(vendor, len(rows), notify=notify, returning=returning)
+    sql = insert_sql(vendor, len(rows), notify=notify, returning=returning, stamped=stamped)
     if vendor == "postgresql" and len(rows) > 1:  # one array per column (unnest)
-        params = [params[column::PARAMS_PER_ROW] for column in range(PARAMS_PER_ROW)]
+        width = STAMPED_PARAMS_PER_ROW if stamped else PARAMS_PER_ROW
+        params = [params[column::width] for column in range(width)]
     if notify:
         params.append(CHANNEL)
     with connection.cursor() as cursor:
@@ -189,10 +196,12 @@ def _insert_chunk(connection: Any, rows: Sequence[NewRun]) -> list[str]:
     return [row.id for row in rows if row.id in written]
 
 
-def _insert_mysql(connection: Any, rows: Sequence[NewRun], params: list[Any]) -> list[str]:
+def _insert_mysql(
+    connection: Any, rows: Sequence[NewRun], params: list[Any], stamped: bool
+) -> list[str]:
     """A plain INSERT; on a duplicate id (that statement alone rolled back),
     each row of the chunk on its own, the duplicates skipped."""
-    sql = insert_sql("mysql", len(rows), notify=False, returning=False)
+    sql = insert_sql("mysql", len(rows), notify=False, returning=False, stamped=stamped)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -202,34 +211,44 @@ def _insert_mysql(connection: Any, rows: Sequence[NewRun], params: list[Any]) ->
             raise
     if len(rows) == 1:
         return []
+    width = STAMPED_PARAMS_PER_ROW if stamped else PARAMS_PER_ROW
     inserted: list[str] = []
     with transaction.atomic(using=connection.alias):
         for index, row in enumerate(rows):
-            one = params[index * PARAMS_PER_ROW : (index + 1) * PARAMS_PER_ROW]
-            inserted += _insert_mysql(connection, [row], one)
+            one = params[index * width : (index + 1) * width]
+            inserted += _insert_mysql(connection, [row], one, stamped)
     return inserted
 
 
 @functools.cache
-def insert_sql(vendor: str, count: int, *, notify: bool, returning: bool) -> str:
-    """The INSERT of ``count`` new runs on ``vendor`` (cached per shape)."""
+def insert_sql(
+    vendor: str, count: int, *, notify: bool, returning: bool, stamped: bool = False
+) -> str:
+    """The INSERT of ``count`` new runs on ``vendor`` (cached per shape);
+    ``stamped``: ``created_at``/``updated_at`` are parameters (the clock read
+    first), else the database's now in the statement."""
     table = WorkflowRun._meta.db_table
     quote = connections_quote(vendor)
     now = NOW_SQL.get(vendor, "CURRENT_TIMESTAMP").replace("%", "%%")  # not a parameter
+    stamps = "%s, %s" if stamped else f"{now}, {now}"
     json = "%s::jsonb" if vendor == "postgresql" else "%s"
     pending = RunStatus.PENDING.value
     insert = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in COLUMNS)}) "
     if vendor == "postgresql" and count > 1:
         # A column per array parameter: 9 parameters, not 9 per row; planned in
         # a fraction of a millisecond where a VALUES list of 1,000 rows takes tens.
+        stamp_columns = ("u.c, u.u", "%s::timestamptz[], %s::timestamptz[], ", "c, u, ")
+        if not stamped:
+            stamp_columns = (f"{now}, {now}", "", "")
         insert += (
-            f"SELECT u.i, u.n, u.v, '{pending}', u.a::jsonb, u.k::jsonb, u.p, {now}, {now}, "
-            "u.s, u.w, u.t FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[], "
-            "%s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
-            "%s::timestamptz[]) AS u(i, n, v, a, k, p, s, w, t)"
+            f"SELECT u.i, u.n, u.v, '{pending}', u.a::jsonb, u.k::jsonb, u.p, "
+            f"{stamp_columns[0]}, u.s, u.w, u.t FROM unnest(%s::text[], %s::text[], "
+            f"%s::int[], %s::text[], %s::text[], %s::text[], {stamp_columns[1]}"
+            "%s::timestamptz[], %s::timestamptz[], %s::timestamptz[]) "
+            f"AS u(i, n, v, a, k, p, {stamp_columns[2]}s, w, t)"
         )
     else:
-        values = f"(%s, %s, %s, '{pending}', {json}, {json}, %s, {now}, {now}, %s, %s, %s)"
+        values = f"(%s, %s, %s, '{pending}', {json}, {json}, %s, {stamps}, %s, %s, %s)"
         insert += f"VALUES {', '.join([values] * count)}"
     if vendor == "mysql":
         return insert
