@@ -229,7 +229,10 @@ def insert_sql(
     first), else the database's now in the statement."""
     table = WorkflowRun._meta.db_table
     quote = connections_quote(vendor)
-    now = NOW_SQL.get(vendor, "CURRENT_TIMESTAMP").replace("%", "%%")  # not a parameter
+    # The database's now, the same for both stamps (PostgreSQL's clock_timestamp()
+    # would differ between them; MySQL's and SQLite's are fixed per statement).
+    now = "statement_timestamp()" if vendor == "postgresql" else NOW_SQL.get(vendor, "")
+    now = (now or "CURRENT_TIMESTAMP").replace("%", "%%")  # not a parameter
     stamps = "%s, %s" if stamped else f"{now}, {now}"
     json = "%s::jsonb" if vendor == "postgresql" else "%s"
     pending = RunStatus.PENDING.value
