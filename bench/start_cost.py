@@ -172,6 +172,8 @@ def run_child(flag: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 # -- django-tasks-db, in its own interpreter and throwaway project -------------------
 
+DTDB_WORKER = ("--interval", "0.05", "--no-startup-delay", "--worker-id")
+
 DTDB_SETTINGS = """
 import os
 from urllib.parse import urlsplit
@@ -297,8 +299,7 @@ def run_dtdb(python: str, scratch: Scratch, args: argparse.Namespace) -> dict[st
             if role == "e2e":
                 workers = [
                     subprocess.Popen(
-                        [python, "manage.py", "db_worker", "--interval", "0.05"]
-                        + ["--no-startup-delay", "--worker-id", f"w{index}"],
+                        [python, "manage.py", "db_worker", *DTDB_WORKER, f"w{index}"],
                         cwd=root,
                         env=env,
                         stdout=subprocess.DEVNULL,

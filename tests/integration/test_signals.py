@@ -100,9 +100,9 @@ def test_a_start_wakes_an_idle_worker_at_once(workers, wait):
         sent = time.monotonic()
         run_id = weft.start("it.waiter", workflow_id=f"idle-{index}").id
         wait(
-            lambda run_id=run_id: (
-                WorkflowRun.objects.filter(pk=run_id, status=RunStatus.WAITING).exists()
-            ),
+            lambda run_id=run_id: WorkflowRun.objects.filter(
+                pk=run_id, status=RunStatus.WAITING
+            ).exists(),
             RENEW * 10,
             interval=0.005,
             what=f"{run_id} to park",
