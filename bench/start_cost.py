@@ -3,7 +3,7 @@ call, and tasks/s end to end, beside django-tasks-db's ``DatabaseBackend``.
 
     python bench/start_cost.py [--db postgresql,mysql,sqlite] [--calls 2000]
                                [--bulk 20000] [--e2e 3000] [--workers 2] [--concurrency 4]
-                               [--dtdb-python PATH] [--dtdb-workers 4] [--no-dtdb]
+                               [--dtdb-python PATH] [--dtdb-workers 4] [--no-dtdb] [--rounds 2]
 
 Run it with an interpreter that has Django >= 6.0 (``enqueue()`` is Django's
 Tasks API; on 5.2 its rows are left out). For each database of ``--db``, in a
@@ -28,6 +28,10 @@ own (``--dtdb-python`` or ``WEFT_BENCH_DTDB_PYTHON``; e.g. ``python3.12 -m venv
 'psycopg[binary]' django-tasks-db``), in a throwaway project on its own
 PostgreSQL scratch databases: the same enqueue cost measurement, and end to
 end with ``--dtdb-workers`` ``manage.py db_worker --interval 0.05`` processes.
+
+The machine is shared: ``--rounds`` rounds, each measuring weft on PostgreSQL
+right before django-tasks-db (cost, then end to end), then the other
+databases; every figure printed is the median of its rounds.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -285,53 +290,52 @@ def dtdb_project() -> Path:
     return root
 
 
-def run_dtdb(python: str, scratch: Scratch, args: argparse.Namespace) -> dict[str, Any]:
-    root = dtdb_project()
-    try:
-        out: dict[str, Any] = {}
-        for role, count in (("cost", args.calls), ("e2e", args.e2e)):
-            url = scratch.postgres(f"_dtdb_{role}")
-            env = {**os.environ, "DATABASE_URL": url}
-            subprocess.run(
-                [python, "manage.py", "migrate", "-v", "0"], cwd=root, env=env, check=True
+def run_dtdb(
+    python: str, root: Path, scratch: Scratch, args: argparse.Namespace, role: str
+) -> dict[str, Any]:
+    """One django-tasks-db measurement (``cost`` or ``e2e``) on a fresh database."""
+    count = args.calls if role == "cost" else args.e2e
+    url = scratch.postgres(f"_dtdb_{role}")
+    env = {**os.environ, "DATABASE_URL": url}
+    subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=root, env=env, check=True)
+    workers = []
+    if role == "e2e":
+        workers = [
+            subprocess.Popen(
+                [python, "manage.py", "db_worker", *DTDB_WORKER, f"w{index}"],
+                cwd=root,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
-            workers = []
-            if role == "e2e":
-                workers = [
-                    subprocess.Popen(
-                        [python, "manage.py", "db_worker", *DTDB_WORKER, f"w{index}"],
-                        cwd=root,
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                    for index in range(args.dtdb_workers)
-                ]
-                time.sleep(3)  # let them start
-            try:
-                done = subprocess.run(
-                    [python, "driver.py", role, str(count), str(args.timeout)],
-                    cwd=root,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-            finally:
-                for worker in workers:
-                    worker.terminate()
-                for worker in workers:
-                    try:
-                        worker.wait(timeout=15)
-                    except subprocess.TimeoutExpired:
-                        worker.kill()
-            line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
-            if line is None:
-                raise SystemExit(f"django-tasks-db {role} failed:\n{done.stdout}\n{done.stderr}")
-            out[role] = json.loads(line[len("RESULT ") :])
-        return out
+            for index in range(args.dtdb_workers)
+        ]
+        time.sleep(3)  # let them start
+    try:
+        done = subprocess.run(
+            [python, "driver.py", role, str(count), str(args.timeout)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise SystemExit(f"django-tasks-db {role} failed:\n{done.stdout}\n{done.stderr}")
+    return dict(json.loads(line[len("RESULT ") :]))
+
+
+def median(results: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
 
 
 def main() -> None:
@@ -346,6 +350,7 @@ def main() -> None:
     parser.add_argument("--dtdb-python", default=None, help="interpreter with django-tasks-db")
     parser.add_argument("--dtdb-workers", type=int, default=4, help="db_worker processes")
     parser.add_argument("--no-dtdb", action="store_true", help="skip django-tasks-db")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (medians)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--e2e-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -362,37 +367,53 @@ def main() -> None:
     import django
 
     scratch = Scratch("start", keep=args.keep, pg_url=args.pg_url, mysql_url=args.mysql_url)
-    costs: list[tuple[str, str, dict[str, float]]] = []
-    ends: list[tuple[str, dict[str, float]]] = []
+    raw_costs: dict[tuple[str, str], list[dict[str, float]]] = {}
+    raw_ends: dict[str, list[dict[str, float]]] = {}
     notes: list[str] = []
     if django.VERSION < (6, 0):
         notes.append(f"enqueue() rows left out: Django {django.get_version()} has no django.tasks")
+    python, why = (None, "django-tasks-db run skipped (--no-dtdb)")
+    if not args.no_dtdb and "postgresql" in vendors:
+        python, why = find_dtdb_python(args)
+    if python is None:
+        notes.append(why)
+    root = dtdb_project()
+    e2e = args.e2e and "postgresql" in vendors and django.VERSION >= (6, 0)
+    # PostgreSQL first, each measurement of weft right before django-tasks-db's,
+    # round after round: the two systems alternate on the shared machine.
+    ordered = sorted(vendors, key=lambda vendor: vendor != "postgresql")
     try:
-        for vendor in vendors:
-            url = scratch.database(vendor)
-            scratch.migrate(url)
-            for name, figures in run_child("--child", url, args).items():
-                costs.append((f"weft_django, {DATABASES[vendor]}", name, figures))
-        if args.e2e and "postgresql" in vendors and django.VERSION >= (6, 0):
-            url = scratch.postgres("_e2e")
-            scratch.migrate(url)
-            ends.append(("weft_django, PostgreSQL", run_child("--e2e-child", url, args)))
-        python, why = (None, "django-tasks-db run skipped (--no-dtdb)")
-        if not args.no_dtdb and "postgresql" in vendors:
-            python, why = find_dtdb_python(args)
-        if python is None:
-            notes.append(why)
-        else:
-            dtdb = run_dtdb(python, scratch, args)
-            costs.append(("django-tasks-db, PostgreSQL", "enqueue()", dtdb["cost"]))
-            if args.e2e:
-                ends.append(("django-tasks-db, PostgreSQL", dtdb["e2e"]))
+        for _ in range(args.rounds):
+            for vendor in ordered:
+                url = scratch.database(vendor)
+                scratch.migrate(url)
+                for name, figures in run_child("--child", url, args).items():
+                    raw_costs.setdefault((f"weft_django, {DATABASES[vendor]}", name), []).append(
+                        figures
+                    )
+                if vendor == "postgresql" and python is not None:
+                    raw_costs.setdefault(("django-tasks-db, PostgreSQL", "enqueue()"), []).append(
+                        run_dtdb(python, root, scratch, args, "cost")
+                    )
+                if vendor == "postgresql" and e2e:
+                    url = scratch.postgres("_e2e")
+                    scratch.migrate(url)
+                    raw_ends.setdefault("weft_django, PostgreSQL", []).append(
+                        run_child("--e2e-child", url, args)
+                    )
+                    if python is not None:
+                        raw_ends.setdefault("django-tasks-db, PostgreSQL", []).append(
+                            run_dtdb(python, root, scratch, args, "e2e")
+                        )
     finally:
         scratch.drop_all()
+        shutil.rmtree(root, ignore_errors=True)
+    costs = [(system, call, median(found)) for (system, call), found in raw_costs.items()]
+    ends = [(system, median(found)) for system, found in raw_ends.items()]
 
     print(
         f"\nstart_cost: {args.calls} calls each, start_many in calls of {BULK_CALL}, "
-        f"{os.cpu_count()} CPU(s)"
+        f"{os.cpu_count()} CPU(s); medians of {args.rounds} alternating round(s)"
     )
     print_table(
         ["system", "call", "wall ms", "client CPU ms", "per second", "statements", "commits"],
