@@ -140,10 +140,11 @@ def e2e_child(url: str, args: argparse.Namespace) -> None:
     from weft_django.models import RunStatus, WorkflowRun
 
     workers = Workers(url)
+    extra = dict(item.split("=", 1) for item in args.worker_env)
     try:
         for index in range(args.workers):
             workers.wait_ready(
-                workers.start(f"w{index}", concurrency=args.concurrency, **TIMING), 120
+                workers.start(f"w{index}", concurrency=args.concurrency, **TIMING, **extra), 120
             )
         began = time.perf_counter()
         for _ in range(args.e2e):
@@ -168,6 +169,8 @@ def run_child(flag: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__).resolve()), flag, url]
     for option in ("calls", "bulk", "e2e", "workers", "concurrency", "timeout"):
         argv += [f"--{option}", str(getattr(args, option))]
+    for item in args.worker_env:
+        argv += ["--worker-env", item]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -351,6 +354,9 @@ def main() -> None:
     parser.add_argument("--dtdb-workers", type=int, default=4, help="db_worker processes")
     parser.add_argument("--no-dtdb", action="store_true", help="skip django-tasks-db")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (medians)")
+    parser.add_argument(
+        "--worker-env", action="append", default=[], help="KEY=VALUE for weft's workers"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--e2e-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

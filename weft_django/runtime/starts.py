@@ -112,8 +112,8 @@ def prepare_run(
 
 
 def insert_runs(rows: Sequence[NewRun], *, using: str) -> list[str]:
-    """Insert pending runs, skipping every id that exists (or repeats among
-    ``rows``); returns the ids inserted, in the order given.
+    """Insert pending runs (distinct ids), skipping every id that exists;
+    returns the ids inserted, in the order given.
 
     One statement per :data:`CHUNK` rows (a clock read first when a row needs
     it), with one wake-up for all of them. Several chunks are written in one
