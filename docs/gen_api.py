@@ -35,6 +35,7 @@ SECTIONS: list[tuple[str, str, list[str] | None]] = [
             "WorkflowHandle",
         ],
     ),
+    ("Starting many runs", "api/bulk.py", ["start_many", "StartRequest"]),
     ("Recovering failed work", "api/recovery.py", ["retry", "fork"]),
     (
         "Steering schedules",

@@ -21,6 +21,7 @@ from .exceptions import (
     PayloadError,
     QueryError,
     ScheduleNotFoundError,
+    StartManyError,
     StepFailedError,
     StoreBusyError,
     UpdateRejectedError,
@@ -51,6 +52,7 @@ from .schedules.declare import schedule
 
 if TYPE_CHECKING:
     from .api import (
+        StartRequest,
         WorkflowDescription,
         WorkflowHandle,
         cancel,
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
         retry,
         signal,
         start,
+        start_many,
         suspend,
         trigger_schedule,
         update,
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
 # The verbs and what they return, loaded from weft_django.api on first use.
 _API = frozenset(
     {
+        "StartRequest",
         "WorkflowDescription",
         "WorkflowHandle",
         "cancel",
@@ -89,6 +93,7 @@ _API = frozenset(
         "retry",
         "signal",
         "start",
+        "start_many",
         "suspend",
         "trigger_schedule",
         "update",
@@ -116,6 +121,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "schedule",
     "workflow",
     # Starting and steering runs (any process)
+    "StartRequest",
     "WorkflowDescription",
     "WorkflowHandle",
     "cancel",
@@ -129,6 +135,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "retry",
     "signal",
     "start",
+    "start_many",
     "suspend",
     "update",
     "pause_schedule",
@@ -144,6 +151,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "PayloadError",
     "QueryError",
     "ScheduleNotFoundError",
+    "StartManyError",
     "StepFailedError",
     "StoreBusyError",
     "UpdateRejectedError",

@@ -71,6 +71,22 @@ class WorkflowAlreadyExistsError(WeftError):
         super().__init__(f"A workflow run with id {workflow_id!r} already exists.")
 
 
+class StartManyError(WeftError, ValueError):
+    """``start_many`` was given requests that ``start`` would refuse; nothing
+    was stored. ``errors`` maps the index of each invalid request to the error
+    ``start`` would have raised for it (``WorkflowNotRegisteredError``,
+    ``WorkflowArgumentsError``, ``InvalidIdError``, ``PayloadError``, ...)."""
+
+    def __init__(self, errors: dict[int, Exception]) -> None:
+        self.errors = errors
+        first = min(errors)
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(
+            f"{len(errors)} of the requests cannot be started, nothing was stored: "
+            f"request {first}: {errors[first]}{more}"
+        )
+
+
 class WorkflowNotFoundError(WeftError, LookupError):
     """No run has the id ``workflow_id`` on that database (never started, or
     purged). Raised by every verb that takes a run's id. Also a ``LookupError``.

@@ -76,3 +76,37 @@ def test_signal_with_notify_wakes_the_owner_at_once(workers, wait):
     # docs/benchmarks.md wants p99 < 100 ms on PostgreSQL (bench/signal_latency.py
     # measures it); here: clearly not the 1 s poll and not the 30 s tick.
     assert max(latencies) < 0.5
+
+
+@pytest.mark.skipif(
+    connection.vendor == "mysql",
+    reason="MariaDB/MySQL has no instant wake-up: new runs are found on the fast tick",
+)
+def test_a_start_wakes_an_idle_worker_at_once(workers, wait):
+    """The wake-up a start sends (on PostgreSQL folded into its INSERT; on SQLite
+    the commit the change watch sees) reaches a worker with a 30 s fast tick."""
+    from weft_django.models import Engine, EngineStatus
+
+    worker = workers.start("idle", WEFT_TICK_INTERVAL=SLOW_TICK, WEFT_NOTIFY="true")
+    wait(
+        lambda: Engine.objects.filter(pid=worker.pid, status=EngineStatus.RUNNING).exists(),
+        30,
+        what="the worker to register",
+    )
+    time.sleep(0.5)  # its LISTEN (or change watch) in place
+    latencies = []
+    for index in range(3):
+        time.sleep(0.37)
+        sent = time.monotonic()
+        run_id = weft.start("it.waiter", workflow_id=f"idle-{index}").id
+        wait(
+            lambda run_id=run_id: WorkflowRun.objects.filter(
+                pk=run_id, status=RunStatus.WAITING
+            ).exists(),
+            RENEW * 10,
+            interval=0.005,
+            what=f"{run_id} to park",
+        )
+        latencies.append(time.monotonic() - sent)
+    print("start to parked (s):", ", ".join(f"{x:.3f}" for x in latencies))
+    assert max(latencies) < 0.5

@@ -185,8 +185,7 @@ def test_start_reraises_an_integrity_error_that_is_not_a_duplicate(
     def refused(*args: Any, **kwargs: Any) -> Any:
         Claim.objects.create(workflow_id="negative", epoch=-1)
 
-    monkeypatch.setattr(api, "new_run", refused)
-    monkeypatch.setattr(api, "insert_new_run", refused)
+    monkeypatch.setattr(api, "insert_runs", refused)
     with pytest.raises(IntegrityError):
         weft.start("tests.depth.waits", workflow_id="d-check")
 

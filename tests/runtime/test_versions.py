@@ -180,3 +180,19 @@ def test_retry_and_fork_keep_the_old_runs_version(driver: WorkflowDriver) -> Non
     with only_v1(), pytest.raises(WorkflowNotRegisteredError, match="No version 2"):
         weft.retry("new-v2", new_id="new-v2-retried")
     assert not WorkflowRun.objects.filter(pk="new-v2-retried").exists()
+
+
+def test_start_many_takes_a_version_per_request(db: None) -> None:
+    outcomes = weft.start_many(
+        [
+            weft.StartRequest("tests.versioned", workflow_id="many-new"),
+            weft.StartRequest("tests.versioned", workflow_id="many-v1", version=1),
+        ]
+    )
+    assert [outcome.id for outcome in outcomes] == ["many-new", "many-v1"]
+    versions = dict(WorkflowRun.objects.values_list("id", "workflow_version"))
+    assert (versions["many-new"], versions["many-v1"]) == (2, 1)
+    with pytest.raises(weft.StartManyError) as caught:
+        weft.start_many([weft.StartRequest("tests.versioned", workflow_id="many-v3", version=3)])
+    assert isinstance(caught.value.errors[0], WorkflowNotRegisteredError)
+    assert not WorkflowRun.objects.filter(pk="many-v3").exists()

@@ -73,27 +73,51 @@ def _notifies(queries: CaptureQueriesContext) -> list[list[Any]]:
     return [q["sql"] for q in queries.captured_queries if "pg_notify" in q["sql"]]
 
 
-@pytest.mark.usefixtures("postgresql_notify")
-def test_a_transaction_of_many_starts_sends_one_notify() -> None:
+@pytest.fixture
+def heard(postgresql_notify: None) -> Iterator[Callable[[], list[str]]]:
+    """``heard()``: the payloads a ``LISTEN weft_wake`` connection of its own has
+    received so far (what a worker's listener would be woken by)."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    listener = psycopg.connect(**params, autocommit=True)
+    listener.execute(f"LISTEN {wakeups.CHANNEL}")
+    got: list[str] = []
+
+    def collect(wait: float = 0.3) -> list[str]:
+        got.extend(note.payload for note in listener.notifies(timeout=wait))
+        return got
+
+    yield collect
+    listener.close()
+
+
+def test_a_transaction_of_many_starts_sends_one_notify(heard: Callable[[], list[str]]) -> None:
+    """The first start of the transaction carries its NOTIFY in its INSERT; the
+    other 49 send none."""
     with CaptureQueriesContext(connection) as queries, transaction.atomic():
         for n in range(50):
             weft.start("tests.park.waiter", workflow_id=f"wk-{n}")
+    assert len([q for q in queries.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]) == 50
     assert len(_notifies(queries)) == 1
-    assert "wk-0" in _notifies(queries)[0]
+    assert heard() == ["wk-0"]
     assert WorkflowRun.objects.filter(pk__startswith="wk-").count() == 50
 
 
-@pytest.mark.usefixtures("postgresql_notify")
-def test_each_start_in_autocommit_sends_its_own() -> None:
+def test_each_start_in_autocommit_sends_its_own(heard: Callable[[], list[str]]) -> None:
     with CaptureQueriesContext(connection) as queries:
         for n in range(3):
             weft.start("tests.park.waiter", workflow_id=f"wa-{n}")
-    assert len(_notifies(queries)) == 3
+    assert len(queries.captured_queries) == 3  # the NOTIFY folded into each INSERT
+    assert sorted(heard()) == ["wa-0", "wa-1", "wa-2"]
 
 
-@pytest.mark.usefixtures("postgresql_notify")
-def test_a_rolled_back_savepoint_takes_its_notify_and_a_later_start_sends_one() -> None:
-    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+def test_a_rolled_back_savepoint_takes_its_notify_and_a_later_start_sends_one(
+    heard: Callable[[], list[str]],
+) -> None:
+    with transaction.atomic():
         try:
             with transaction.atomic():
                 weft.start("tests.park.waiter", workflow_id="ws-gone")
@@ -101,24 +125,34 @@ def test_a_rolled_back_savepoint_takes_its_notify_and_a_later_start_sends_one() 
         except RuntimeError:
             pass
         weft.start("tests.park.waiter", workflow_id="ws-kept")
-    sent = _notifies(queries)
-    assert len(sent) == 1 and "ws-kept" in sent[0]
-    assert list(WorkflowRun.objects.filter(pk__startswith="ws-").values_list("pk", flat=True)) == [
-        "ws-kept"
-    ]
+        weft.start("tests.park.waiter", workflow_id="ws-kept-2")
+    assert heard() == ["ws-kept"]
+    kept = WorkflowRun.objects.filter(pk__startswith="ws-").values_list("pk", flat=True)
+    assert sorted(kept) == ["ws-kept", "ws-kept-2"]
 
 
-@pytest.mark.usefixtures("postgresql_notify")
-def test_a_rolled_back_transaction_sends_none() -> None:
-    with CaptureQueriesContext(connection) as queries:
-        try:
-            with transaction.atomic():
-                weft.start("tests.park.waiter", workflow_id="wr-1")
-                weft.start("tests.park.waiter", workflow_id="wr-2")
-                raise RuntimeError("roll back")
-        except RuntimeError:
-            pass
-    assert _notifies(queries) == []
+def test_a_rolled_back_transaction_sends_none(heard: Callable[[], list[str]]) -> None:
+    try:
+        with transaction.atomic():
+            weft.start("tests.park.waiter", workflow_id="wr-1")
+            weft.start("tests.park.waiter", workflow_id="wr-2")
+            raise RuntimeError("roll back")
+    except RuntimeError:
+        pass
+    assert heard() == []
+    assert not WorkflowRun.objects.filter(pk__startswith="wr-").exists()
+
+
+def test_a_duplicate_start_sends_none_and_a_later_start_of_the_transaction_does(
+    heard: Callable[[], list[str]],
+) -> None:
+    weft.start("tests.park.waiter", workflow_id="wd-1")
+    assert heard() == ["wd-1"]
+    with transaction.atomic():
+        with pytest.raises(weft.WorkflowAlreadyExistsError):
+            weft.start("tests.park.waiter", workflow_id="wd-1")
+        weft.start("tests.park.waiter", workflow_id="wd-2")
+    assert heard() == ["wd-1", "wd-2"]
 
 
 @pytest.mark.usefixtures("postgresql_notify")

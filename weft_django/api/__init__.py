@@ -6,6 +6,7 @@ rest are these functions):
 - :mod:`.runs`: ``start``, ``get_handle``, ``signal``, ``cancel``,
   ``suspend``, ``resume``, ``purge``, and the ``WorkflowHandle`` that
   ``start`` and ``get_handle`` return;
+- :mod:`.bulk`: ``start_many`` and its ``StartRequest``;
 - :mod:`.reads`: ``result`` and ``describe`` (a ``WorkflowDescription``);
 - :mod:`.updates`: ``update`` and ``query``, the request/response verbs;
 - :mod:`.schedules`: ``pause_schedule``, ``resume_schedule``, ``trigger_schedule``.
@@ -16,6 +17,7 @@ code path with the admin and ``manage.py weft_operate``
 (:mod:`weft_django.operations`).
 """
 
+from .bulk import StartRequest, start_many
 from .reads import WorkflowDescription, describe, result
 from .recovery import fork, retry
 from .runs import WorkflowHandle, cancel, get_handle, purge, resume, signal, start, suspend
@@ -24,6 +26,8 @@ from .updates import query, update
 
 __all__ = [  # noqa: RUF022 (grouped by use, as in weft_django.__all__)
     "start",
+    "start_many",
+    "StartRequest",
     "get_handle",
     "signal",
     "update",

@@ -10,14 +10,10 @@ live on (default: the router's choice for writes, normally ``"default"``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-from django.db import IntegrityError, connections, transaction
 
 from .. import operations, recovery
 from ..exceptions import (
@@ -27,9 +23,8 @@ from ..exceptions import (
 from ..models import WorkflowRun, db_for
 from ..ownership import busy_as_typed_error
 from ..runtime import registry
-from ..runtime.payload import check_id, check_start_at, encode_call
-from ..runtime.runs import IGNORE_DUPLICATE_VENDORS, insert_new_run, is_duplicate_key, new_run
-from ..runtime.wakeups import notify
+from ..runtime.payload import check_id
+from ..runtime.starts import insert_runs, prepare_run
 from . import updates
 from .reads import WorkflowDescription, describe, result
 
@@ -62,32 +57,15 @@ def start(
     are within UTC's range, else ``ValueError`` naming ``start_at``.
     """
     alias = db_for(using)
-    definition = registry.resolve(workflow, version)
-    definition.check_arguments(args, kwargs)
-    workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
-    start_at = check_start_at(start_at, definition.timeout)
-    encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
-    # Inside a caller's transaction a duplicate id must not break it: a plain
-    # INSERT that skips the duplicate key where the database has one for that
-    # alone (one statement, as a burst of starts in one transaction wants), else
-    # a savepoint. In autocommit the single INSERT is atomic by itself.
-    connection = connections[alias]
-    in_transaction = connection.in_atomic_block
-    run = (definition, workflow_id, encoded_args, encoded_kwargs)
-    try:
-        with busy_as_typed_error():
-            if in_transaction and connection.vendor in IGNORE_DUPLICATE_VENDORS:
-                if not insert_new_run(*run, start_at=start_at, using=alias):
-                    raise WorkflowAlreadyExistsError(workflow_id)
-            else:
-                with transaction.atomic(using=alias) if in_transaction else nullcontext():
-                    new_run(*run, start_at=start_at, using=alias)
-    except IntegrityError as exc:
-        if not is_duplicate_key(exc):
-            raise
-        raise WorkflowAlreadyExistsError(workflow_id) from None
-    notify(workflow_id, using=alias)
-    return WorkflowHandle(workflow_id, using=using)
+    row = prepare_run(
+        registry.resolve(workflow, version), args, kwargs, workflow_id=workflow_id, start_at=start_at
+    )
+    # One statement that skips an id that exists (no savepoint, the caller's
+    # transaction stays usable), its wake-up in it (runtime/starts.py).
+    with busy_as_typed_error():
+        if not insert_runs((row,), using=alias):
+            raise WorkflowAlreadyExistsError(row.id)
+    return WorkflowHandle(row.id, using=using)
 
 
 def get_handle(workflow_id: str, *, using: str | None = None) -> WorkflowHandle:

@@ -157,6 +157,36 @@ def encode_call(
         raise  # every value is JSON on its own: the whole is over the size limit
 
 
+def encode_call_text(
+    args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], what: str
+) -> tuple[str, str]:
+    """:func:`encode_call`'s checks, returning the JSON text to store instead of
+    the round-trip (a start hands the text to its INSERT and parses nothing).
+
+    The common case costs two ``json.dumps``: values whose text is within the
+    size limit, has fewer brackets than the depth limit and no text a database
+    refuses are accepted on their text; anything else takes :func:`encode_call`'s
+    path, for its precise error (or its verdict)."""
+    limit = get_settings().max_payload_bytes
+    try:
+        if all(type(key) is str for key in kwargs):
+            args_text, kwargs_text = dumps(args), dumps(kwargs)  # ASCII: characters = bytes
+            if _plain(args_text, limit) and _plain(kwargs_text, limit):
+                return args_text, kwargs_text
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        pass
+    encoded_args, encoded_kwargs = encode_call(args, kwargs, what)
+    return dumps(encoded_args), dumps(encoded_kwargs)
+
+
+def _plain(text: str, limit: int) -> bool:
+    return (
+        len(text) <= limit
+        and text.count("[") + text.count("{") <= MAX_PAYLOAD_DEPTH
+        and ("\\u" not in text or not _UNSTORABLE.search(text))
+    )
+
+
 def check_decoded(value: Any, what: str) -> Any:
     """``value`` as read from the database; a ``PayloadError`` naming ``what``
     when it is the placeholder of stored JSON weft does not decode."""

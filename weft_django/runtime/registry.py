@@ -8,6 +8,7 @@ Celery) knows the same names.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Callable
@@ -42,14 +43,23 @@ class WorkflowDefinition:
         The call is bound as the engine makes it, a placeholder in ``ctx``'s place.
         A function whose signature cannot be read (some builtins) is not checked.
         """
-        try:
-            signature = inspect.signature(self.fn)
-        except (TypeError, ValueError):
+        signature = _signature(self.fn)
+        if signature is None:
             return
         try:
             signature.bind(_CTX, *args, **kwargs)
         except TypeError as exc:
             raise WorkflowArgumentsError(self.name, str(exc)) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """``fn``'s signature, read once (None when it cannot be read): a start binds
+    its arguments against it every time."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
 _lock = threading.Lock()

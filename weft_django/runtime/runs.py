@@ -17,9 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
-from django.db.models.constants import OnConflict
-from django.db.models.sql import InsertQuery
+from django.db import IntegrityError, transaction
 
 from ..exceptions import (
     WorkflowBusyError,
@@ -113,38 +111,6 @@ def is_duplicate_key(error: IntegrityError) -> bool:
     if module.startswith("sqlite3"):
         return str(error).startswith("UNIQUE constraint failed")
     return True  # a backend weft does not know: a duplicate, as it most often is
-
-
-#: Where ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE``) skips only
-#: the duplicate key. MariaDB/MySQL's ``INSERT IGNORE`` turns other errors into
-#: warnings too: not there.
-IGNORE_DUPLICATE_VENDORS = frozenset({"postgresql", "sqlite"})
-
-
-def insert_new_run(
-    definition: WorkflowDefinition,
-    workflow_id: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    *,
-    start_at: datetime | None = None,
-    using: str | None = None,
-) -> bool:
-    """Insert a pending run unless its id exists; False when it does. One
-    statement, no savepoint, and the caller's transaction stays usable either
-    way (``ON CONFLICT DO NOTHING``; only where
-    :data:`IGNORE_DUPLICATE_VENDORS`)."""
-    using = db_for(using)
-    run = _pending_run(definition, workflow_id, args, kwargs, "", start_at, None, using)
-    fields = list(WorkflowRun._meta.local_concrete_fields)
-    query = InsertQuery(WorkflowRun, on_conflict=OnConflict.IGNORE)
-    query.insert_values(fields, [run])
-    inserted = 0
-    with connections[using].cursor() as cursor:
-        for sql, params in query.get_compiler(using=using).as_sql():
-            cursor.execute(sql, params)
-            inserted += cursor.rowcount
-    return inserted == 1
 
 
 def _pending_run(

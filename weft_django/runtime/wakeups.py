@@ -73,14 +73,39 @@ def notify(run_id: str, *, using: str | None = None) -> None:
     transaction.on_commit(_Notify(using, run_id), using=using, robust=True)
 
 
-class _Notify:
-    """The on-commit hook that sends a transaction's ``NOTIFY``."""
+def fold_notify(using: str) -> bool:
+    """Whether a write about to be made on ``using`` should send the wake-up in
+    its own statement (``pg_notify`` in it): with ``NOTIFY`` on PostgreSQL,
+    outside a transaction (the statement commits alone), or inside one that has
+    none queued yet. The caller calls :func:`notified` once its statement
+    has sent one, so the rest of the transaction's writes send none."""
+    if not notify_enabled(using):
+        return False
+    connection = connections[using]
+    return not connection.in_atomic_block or _queued_notify(connection) is None
 
-    def __init__(self, using: str, run_id: str) -> None:
+
+def notified(using: str) -> None:
+    """A statement of the current transaction has sent its ``NOTIFY``: later
+    :func:`notify` calls of the transaction join it (nothing more is sent on
+    commit). A savepoint rolled back takes this mark with its ``NOTIFY``."""
+    connection = connections[using]
+    if connection.in_atomic_block:
+        transaction.on_commit(_Notify(using, "", sent=True), using=using, robust=True)
+
+
+class _Notify:
+    """The on-commit hook that sends a transaction's ``NOTIFY`` (``sent``: the
+    mark of one a statement of the transaction already sent)."""
+
+    def __init__(self, using: str, run_id: str, *, sent: bool = False) -> None:
         self.using = using
         self.run_ids = [run_id]
+        self.sent = sent
 
     def __call__(self) -> None:
+        if self.sent:
+            return
         with connections[self.using].cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, self.run_ids[0][:7000]])
 
