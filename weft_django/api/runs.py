@@ -58,7 +58,11 @@ def start(
     """
     alias = db_for(using)
     row = prepare_run(
-        registry.resolve(workflow, version), args, kwargs, workflow_id=workflow_id, start_at=start_at
+        registry.resolve(workflow, version),
+        args,
+        kwargs,
+        workflow_id=workflow_id,
+        start_at=start_at,
     )
     # One statement that skips an id that exists (no savepoint, the caller's
     # transaction stays usable), its wake-up in it (runtime/starts.py).
