@@ -20,6 +20,7 @@ from weft_django.models import RunStatus, WorkflowRun
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.django_tasks,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(django.VERSION < (6, 0), reason="django.tasks is new in Django 6.0"),
 ]
