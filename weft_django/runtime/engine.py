@@ -19,7 +19,10 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from ..conf import WeftSettings, get_settings
-from ..exceptions import PayloadError
+from ..exceptions import EngineDeposedError, PayloadError
+from ..flow import gate as flow
+from ..flow import metrics as flow_metrics
+from ..flow.settings import QueueLimits
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import (
     NOW_SQL,
@@ -74,6 +77,7 @@ class TurnOutcome(enum.StrEnum):
     TERMINAL = "terminal"
     NOT_DUE = "not_due"
     NOT_ELIGIBLE = "not_eligible"
+    THROTTLED = "throttled"  # its queue's slots or rate refused it: deferred (flow control)
 
 
 #: Outcomes of a turn that got through to the database: they end a backoff.
@@ -310,6 +314,41 @@ class WorkflowEngine:
         now = self.now() if run["start_at"] or run["timeout_at"] else None
         if run["status"] == RunStatus.PENDING and run["start_at"] and run["start_at"] > now:
             return TurnOutcome.NOT_DUE
+        limits = flow.limits_for(run)
+        if limits is not None:
+            return self._drive_limited(run, definition, epoch, limits)
+        return self._turn(run, definition, epoch, now)
+
+    def _drive_limited(
+        self, run: dict[str, Any], definition: Any, epoch: int, limits: QueueLimits
+    ) -> TurnOutcome:
+        """A turn of a run whose queue has limits (docs/flow-control.md): admitted
+        (slots and tokens taken), driven, its slots freed; or deferred."""
+        run_id = run["id"]
+        now = self.now()
+        refused = flow.admit(
+            self.using, limits, run, engine_id=self.engine_id, epoch=epoch, now=now
+        )
+        if refused is not None:
+            until, why = refused
+            fence = self.ownership.fence_for(run_id, epoch)
+            try:
+                with self.ownership.fenced(fence):
+                    flow.defer(run, until, using=self.using)
+            except EngineDeposedError:
+                self.ownership.forget(run_id, epoch)
+                return TurnOutcome.DEPOSED
+            flow_metrics.throttled.labels(queue=limits.name, reason=why).inc()
+            return TurnOutcome.THROTTLED
+        try:
+            return self._turn(run, definition, epoch, now)
+        finally:
+            flow.release(self.using, run_id, self.engine_id, epoch)
+
+    def _turn(
+        self, run: dict[str, Any], definition: Any, epoch: int, now: datetime | None
+    ) -> TurnOutcome:
+        run_id = run["id"]
         turn = Turn(self, run, definition, epoch)
         try:
             # The wake hint read with the run is cleared by this turn's park, in the

@@ -60,6 +60,8 @@ RUN_FIELDS = (
     "start_at",
     "timeout_at",
     "wake_hint_at",
+    "queue",
+    "concurrency_key",
 )
 
 
