@@ -24,11 +24,18 @@ from ..exceptions import (
     WorkflowAlreadyExistsError,
     WorkflowNotFoundError,
 )
+from ..flow.settings import check_key, check_priority, check_queue
 from ..models import WorkflowRun, db_for
 from ..ownership import busy_as_typed_error
 from ..runtime import registry
 from ..runtime.payload import check_id, check_start_at, encode_call
-from ..runtime.runs import IGNORE_DUPLICATE_VENDORS, insert_new_run, is_duplicate_key, new_run
+from ..runtime.runs import (
+    IGNORE_DUPLICATE_VENDORS,
+    Flow,
+    insert_new_run,
+    is_duplicate_key,
+    new_run,
+)
 from ..runtime.wakeups import notify
 from . import updates
 from .reads import WorkflowDescription, describe, result
@@ -41,6 +48,9 @@ def start(
     start_at: datetime | None = None,
     version: int | None = None,
     using: str | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    concurrency_key: str | None = None,
     **kwargs: Any,
 ) -> WorkflowHandle:
     """Start a run of a registered workflow; returns once the run is stored.
@@ -60,10 +70,22 @@ def start(
     (docs/workflows.md, "Ids and names"). ``start_at`` is timezone-aware, and
     it and its execution deadline (``start_at`` + the workflow's ``timeout``)
     are within UTC's range, else ``ValueError`` naming ``start_at``.
+
+    Flow control (docs/flow-control.md): ``queue`` (default: the workflow's
+    ``@workflow(queue=...)``, else ``"default"``) must be ``"default"`` or a
+    queue of ``WEFT["QUEUES"]``; ``priority`` an int from -100 to 100 (higher
+    first); ``concurrency_key`` None or a string of 1 to 128 characters, the
+    key its queue's per-key limits count by. ``FlowControlError`` (a
+    ``ValueError`` naming the parameter) otherwise, with nothing stored.
     """
     alias = db_for(using)
     definition = registry.resolve(workflow, version)
     definition.check_arguments(args, kwargs)
+    flow = Flow(
+        queue=check_queue(queue if queue is not None else definition.queue),
+        priority=check_priority(priority),
+        concurrency_key=check_key(concurrency_key),
+    )
     workflow_id = check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     start_at = check_start_at(start_at, definition.timeout)
     encoded_args, encoded_kwargs = encode_call(args, kwargs, f"workflow {definition.name!r}")
@@ -77,11 +99,11 @@ def start(
     try:
         with busy_as_typed_error():
             if in_transaction and connection.vendor in IGNORE_DUPLICATE_VENDORS:
-                if not insert_new_run(*run, start_at=start_at, using=alias):
+                if not insert_new_run(*run, start_at=start_at, using=alias, flow=flow):
                     raise WorkflowAlreadyExistsError(workflow_id)
             else:
                 with transaction.atomic(using=alias) if in_transaction else nullcontext():
-                    new_run(*run, start_at=start_at, using=alias)
+                    new_run(*run, start_at=start_at, using=alias, flow=flow)
     except IntegrityError as exc:
         if not is_duplicate_key(exc):
             raise

@@ -92,6 +92,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "verbose_name": "queue slot",
+                "indexes": [models.Index(fields=["run_id"], name="weft_queue_slot_run_idx")],
             },
         ),
         migrations.AddField(
@@ -102,12 +103,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="workflowrun",
             name="priority",
-            field=models.SmallIntegerField(default=0),
+            field=models.SmallIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
             model_name="workflowrun",
             name="queue",
-            field=models.CharField(default="default", max_length=64),
+            field=models.CharField(db_default="default", default="default", max_length=64),
         ),
         migrations.SeparateDatabaseAndState(
             database_operations=[migrations.RunPython(create, drop, elidable=False)],

@@ -37,6 +37,8 @@ class QueueSlot(models.Model):
                 fields=["queue", "key", "slot_no"], name="weft_queue_slot_uniq"
             ),
         ]
+        # A turn's release finds its slots by run.
+        indexes = [models.Index(fields=["run_id"], name="weft_queue_slot_run_idx")]
 
     def __str__(self) -> str:
         return f"{self.queue}[{self.key}]#{self.slot_no}"

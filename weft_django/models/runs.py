@@ -58,8 +58,9 @@ class WorkflowRun(models.Model):
     wake_hint_at = models.DateTimeField(null=True, blank=True)
     # Flow control (docs/flow-control.md): the queue whose limits the run's turns
     # obey, its priority (-100..100, higher first) and its concurrency key.
-    queue = models.CharField(max_length=64, default="default")
-    priority = models.SmallIntegerField(default=0)
+    # Database defaults too: a row inserted by raw SQL (a bulk load) gets them.
+    queue = models.CharField(max_length=64, default="default", db_default="default")
+    priority = models.SmallIntegerField(default=0, db_default=0)
     concurrency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
 
     class Meta:

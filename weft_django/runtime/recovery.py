@@ -50,7 +50,7 @@ RETRYABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OU
 FORKABLE = frozenset({RunStatus.COMPLETED, *RETRYABLE, RunStatus.SUSPENDED})
 
 #: The kinds of recorded events a fork carries.
-CARRIED = frozenset({"step", "now", "uuid4", "random", "sleep", "signal"})
+CARRIED = frozenset({"step", "now", "uuid4", "random", "sleep", "signal", "retry_wait"})
 #: Why each other kind of event refuses a fork.
 NOT_CARRIED = {
     "child_start": "it started a child workflow",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -82,6 +83,7 @@ def new_run(
     start_at: datetime | None = None,
     now: datetime | None = None,
     using: str | None = None,
+    flow: Flow | None = None,
 ) -> WorkflowRun:
     """Insert a pending run (IntegrityError when the id exists).
 
@@ -89,6 +91,7 @@ def new_run(
     needs it; otherwise the INSERT stamps the row with the database's own now.
     """
     run = _pending_run(definition, workflow_id, args, kwargs, parent_id, start_at, now, using)
+    _set_flow(run, definition, flow)
     run.save(using=db_for(using), force_insert=True)
     return run
 
@@ -131,6 +134,7 @@ def insert_new_run(
     *,
     start_at: datetime | None = None,
     using: str | None = None,
+    flow: Flow | None = None,
 ) -> bool:
     """Insert a pending run unless its id exists; False when it does. One
     statement, no savepoint, and the caller's transaction stays usable either
@@ -138,6 +142,7 @@ def insert_new_run(
     :data:`IGNORE_DUPLICATE_VENDORS`)."""
     using = db_for(using)
     run = _pending_run(definition, workflow_id, args, kwargs, "", start_at, None, using)
+    _set_flow(run, definition, flow)
     fields = list(WorkflowRun._meta.local_concrete_fields)
     query = InsertQuery(WorkflowRun, on_conflict=OnConflict.IGNORE)
     query.insert_values(fields, [run])
@@ -147,6 +152,22 @@ def insert_new_run(
             cursor.execute(sql, params)
             inserted += cursor.rowcount
     return inserted == 1
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A new run's flow control (docs/flow-control.md), already checked."""
+
+    queue: str = "default"
+    priority: int = 0
+    concurrency_key: str | None = None
+
+
+def _set_flow(run: WorkflowRun, definition: WorkflowDefinition, flow: Flow | None) -> None:
+    """The run's queue, priority and key: ``flow``, else its workflow's queue."""
+    if flow is None:
+        flow = Flow(queue=definition.queue or "default")
+    run.queue, run.priority, run.concurrency_key = flow.queue, flow.priority, flow.concurrency_key
 
 
 def _pending_run(
