@@ -4,12 +4,14 @@
 queue's oldest due runs (its window), a fast lane: the due pending runs of a
 *positive* priority, highest first, off their own index
 (``weft_run_priority_idx``). The candidates are then claimed in order of
-priority, then due time, where a run due for longer than
-:data:`PRIORITY_AGE` counts as the top priority: the window always holds the
-oldest due runs, so a run of any priority, however low, is taken at the
-latest once it has been due for :data:`PRIORITY_AGE` and reached the window's
-head. That is the starvation bound: priority orders the runs that are due;
-due time bounds how long any of them waits behind higher ones.
+their *effective* priority: their priority plus one point per
+:data:`SECONDS_PER_POINT` (1 s) they have been due, then due time. So a
+fresh run of priority 100 goes ahead of a priority-0 run that has been due
+for less than 100 s, and no run waits behind runs that became due after it
+for longer than 200 s (the whole range): the window always holds the oldest
+due runs, so each of them reaches the head and ages past any newcomer. That
+is the starvation bound: priority orders the runs that are due; due time
+bounds how long any of them waits.
 
 **Budget.** A run of a queue with a concurrency limit is only claimed while
 that queue (and its key) has a free slot, counting the runs claimed earlier in
@@ -23,16 +25,16 @@ the limit.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ...flow.settings import PRIORITY_MAX, limits_of
+from ...flow.settings import limits_of
 from ...flow.slots import slots_in_use
 
 #: The priority index (models.WorkflowRun.Meta.indexes, migration 0019).
 PRIORITY_INDEX = "weft_run_priority_idx"
-#: A run due for longer than this is taken as if of the top priority.
-PRIORITY_AGE = timedelta(seconds=60)
+#: A run gains one point of priority per this many seconds it has been due.
+SECONDS_PER_POINT = 1.0
 
 
 class _Candidate(Protocol):
@@ -45,13 +47,14 @@ class _Candidate(Protocol):
 
 
 def by_priority(candidates: Iterable[Any], now: datetime) -> list[Any]:
-    """``candidates`` in claim order: effective priority (aged runs at the top),
-    then due time, then id."""
-    aged = _naive_utc(now - PRIORITY_AGE)
+    """``candidates`` in claim order: effective priority (its priority plus a
+    point per :data:`SECONDS_PER_POINT` due), then due time, then id."""
+    at = _naive_utc(now)
 
-    def order(c: _Candidate) -> tuple[int, Any, str]:
+    def order(c: _Candidate) -> tuple[float, Any, str]:
         since = _naive_utc(c.due_since())
-        effective = PRIORITY_MAX if since is not None and since <= aged else c.priority
+        waited = max((at - since).total_seconds(), 0.0) if since is not None else 0.0
+        effective = c.priority + waited / SECONDS_PER_POINT
         return (-effective, since or datetime.min, c.run_id)
 
     return sorted(candidates, key=order)
