@@ -217,33 +217,6 @@ def patchable(ctx: Context) -> str:
     return "new" if new else "old"
 
 
-WORKFLOWS = {
-    "it.chaos": chaos,
-    "it.chaos_child": chaos_child,
-    "it.txn_hold": txn_hold,
-    "it.steps": steps,
-    "it.special": special,
-    "it.waiter": waiter,
-    "it.relay": relay,
-    "it.noop_steps": noop_steps,
-    "it.fails": fails,
-    "it.many_steps": many_steps,
-    "it.tree": tree,
-    "it.tree_leaf": tree_leaf,
-    "it.patchable": patchable,
-}
-VERSIONS = {1: versioned_v1, 2: versioned_v2}
-
-_enabled = [name for name in os.environ.get("WEFT_IT_WORKFLOWS", "").split(",") if name]
-for _name, _fn in WORKFLOWS.items():
-    if not _enabled or _name in _enabled:
-        weft.workflow(name=_name)(_fn)
-_versions = os.environ.get("WEFT_IT_VERSIONS", "1,2").split(",")
-for _version, _fn in VERSIONS.items():
-    if str(_version) in _versions and (not _enabled or "it.versioned" in _enabled):
-        weft.workflow(name="it.versioned", version=_version)(_fn)
-
-
 def flow_span(run_id: str, key: str, hold: float) -> float:
     """Hold a flow-control slot for ``hold`` seconds; record the span: its start
     at once (autocommit, so a worker killed in the step leaves an open span),
@@ -267,7 +240,6 @@ def fenced_span(run_id: str, key: str, hold: float) -> float:
     return started
 
 
-@weft.workflow(name="it.flow_work")
 def flow_work(
     ctx: Context, key: str, hold: float = 0.1, turns: int = 2, fenced: bool = False
 ) -> int:
@@ -284,3 +256,31 @@ def flow_work(
         else:
             ctx.step(flow_span, ctx.workflow_id, key, hold, name=f"span-{turn}")
     return turns
+
+
+WORKFLOWS = {
+    "it.chaos": chaos,
+    "it.chaos_child": chaos_child,
+    "it.txn_hold": txn_hold,
+    "it.steps": steps,
+    "it.special": special,
+    "it.waiter": waiter,
+    "it.relay": relay,
+    "it.noop_steps": noop_steps,
+    "it.fails": fails,
+    "it.many_steps": many_steps,
+    "it.tree": tree,
+    "it.tree_leaf": tree_leaf,
+    "it.patchable": patchable,
+    "it.flow_work": flow_work,
+}
+VERSIONS = {1: versioned_v1, 2: versioned_v2}
+
+_enabled = [name for name in os.environ.get("WEFT_IT_WORKFLOWS", "").split(",") if name]
+for _name, _fn in WORKFLOWS.items():
+    if not _enabled or _name in _enabled:
+        weft.workflow(name=_name)(_fn)
+_versions = os.environ.get("WEFT_IT_VERSIONS", "1,2").split(",")
+for _version, _fn in VERSIONS.items():
+    if str(_version) in _versions and (not _enabled or "it.versioned" in _enabled):
+        weft.workflow(name="it.versioned", version=_version)(_fn)
