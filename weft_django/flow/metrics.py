@@ -15,11 +15,12 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, connection
 from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..exceptions import WeftConfigurationError
 from ..ownership import metrics
 from .overview import queue_overview
 
@@ -51,11 +52,16 @@ class QueueCollector(Collector):
             labels=["queue"],
         )
         try:
-            close_old_connections()
             rows = queue_overview()
-        except DatabaseError as exc:
+        except (DatabaseError, RuntimeError, WeftConfigurationError) as exc:
+            # (RuntimeError: a test process without database access.)
             logger.warning("queue gauges not read: %s", exc)
             rows = []
+        finally:
+            # A scrape runs on a thread of the metrics server's own: its connection
+            # is closed after each (never inside a caller's transaction).
+            if not connection.in_atomic_block:
+                connection.close()
         for row in rows:
             limit.add_metric([row.name], row.limits.concurrency or 0)
             in_use.add_metric([row.name], row.slots_in_use)

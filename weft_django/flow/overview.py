@@ -4,14 +4,17 @@ the slots in use, and the runs waiting for a slot or for the rate window."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Q
 
 from ..models import QueueRate, RunStatus, WorkflowRun, db_for
 from .settings import QueueLimits, queues
 from .slots import slots_in_use
+
+#: The waiting runs counted per queue at most (shown as "10,000+").
+WAITING_CAP = 10_000
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,10 @@ class QueueRow:
     waiting: int = 0
     rate_opens_at: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def waiting_capped(self) -> bool:
+        return self.waiting > WAITING_CAP
 
 
 def queue_overview(*, using: str | None = None) -> list[QueueRow]:
@@ -37,13 +44,10 @@ def queue_overview(*, using: str | None = None) -> list[QueueRow]:
     waiting: dict[str, int] = {}
     rate_at: dict[str, datetime | None] = {}
     if limited:
-        waiting = dict(
-            WorkflowRun.objects.using(using)
-            .filter(queue__in=limited, status=RunStatus.PENDING)
-            .values_list("queue")
-            .annotate(n=Count("pk"))
-            .values_list("queue", "n")
-        )
+        pending = WorkflowRun.objects.using(using).filter(status=RunStatus.PENDING)
+        for name in limited:  # each a bounded count: at most WAITING_CAP + 1 rows read
+            ids = pending.filter(queue=name).order_by().values("pk")[: WAITING_CAP + 1]
+            waiting[name] = WorkflowRun.objects.using(using).filter(pk__in=ids).count()
         rate_at = dict(
             QueueRate.objects.using(using)
             .filter(Q(key="") & Q(queue__in=limited))
@@ -58,7 +62,15 @@ def queue_overview(*, using: str | None = None) -> list[QueueRow]:
                 slots_in_use=in_use.get((name, ""), 0),
                 keys_busy=sum(1 for (q, k), n in in_use.items() if q == name and k and n),
                 waiting=waiting.get(name, 0),
-                rate_opens_at=rate_at.get(name),
+                rate_opens_at=_opens(limits, rate_at.get(name)),
             )
         )
     return rows
+
+
+def _opens(limits: QueueLimits, tat: datetime | None) -> datetime | None:
+    """When the queue's rate window lets the next turn in (its cell's ``tat``
+    less the burst's tolerance), None when not limited or never used."""
+    if tat is None or limits.rate is None:
+        return None
+    return tat - timedelta(seconds=(limits.burst - 1) / limits.rate)
