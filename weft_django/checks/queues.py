@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core import checks
 
+from ..exceptions import WeftConfigurationError
 from ..flow import settings as flow_settings
 from ..runtime import registry
 
@@ -22,7 +23,10 @@ def check_queues(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     ]
     if found:
         return messages
-    configured = flow_settings.queues()
+    try:
+        configured = flow_settings.queues()
+    except WeftConfigurationError:
+        return messages  # settings.WEFT itself is wrong: weft.E001 says so
     for name, versions in sorted(registry.registered_versions().items()):
         for version in versions:
             queue = registry.get(name, version).queue
