@@ -7,13 +7,14 @@
 On one scratch database, with ``tests/integration/settings_flow.py`` (queue
 ``flowq``), four phases, each with fresh worker processes:
 
-1. **none**: ``--runs`` runs of ``it.noop_steps`` (``--steps`` steps) on the
-   ``default`` queue (no limits); runs/s from the first ``started_at`` to the
-   last ``finished_at``;
+1. **none**: ``--runs`` runs of ``it.many_steps`` (``--steps`` steps of
+   ``--step-ms`` each: an API call's worth of work; 0 for pure overhead) on
+   the ``default`` queue (no limits); runs/s from the first ``started_at`` to
+   the last ``finished_at``;
 2. **limited**: the same on ``flowq`` with a concurrency limit, a per-key
-   limit (a key per run) and a rate, none of them binding (64 slots for 8
-   threads, 100,000/s): the cost of taking and freeing two slots and a token
-   every turn. Target: under 10 % fewer runs/s than *none*;
+   limit (50 keys) and a rate, none of them binding (64 slots for 8 threads,
+   100,000/s): the cost of taking and freeing two slots and a token every
+   turn. Target: under 10 % fewer runs/s than *none*;
 3. **rate**: ``--rate-runs`` one-step runs on ``flowq`` limited to ``--rate``
    turns a second (burst 1): the turns started per second over the
    ``--rate-window`` seconds after the first one. Target: within 10 %;
@@ -162,6 +163,7 @@ def main() -> None:
     parser = base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--step-ms", type=float, default=10.0, help="work per step (ms)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--rate", type=float, default=20.0)
@@ -204,7 +206,10 @@ def main() -> None:
             ],
         ],
     )
-    print(f"\n{DATABASES[args.db]}, {args.workers} workers x {args.concurrency} threads")
+    print(
+        f"\n{DATABASES[args.db]}, {args.workers} workers x {args.concurrency} threads, "
+        f"{args.steps} steps of {args.step_ms:g} ms per run"
+    )
     print(f"command: {command_line()}")
 
 

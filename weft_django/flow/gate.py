@@ -34,7 +34,7 @@ from django.db.models import Case, DateTimeField, F, Value, When
 from ..models import RunStatus, WorkflowRun
 from .rate import take_token
 from .settings import QueueLimits, limits_of
-from .slots import release_slots, take_slot
+from .slots import release_slots, take_slots
 
 logger = logging.getLogger("weft_django.flow")
 
@@ -69,17 +69,14 @@ def admit(
     queue = limits.name
     turn = {"run_id": run["id"], "engine_id": engine_id, "epoch": epoch, "now": now}
     retry = now + timedelta(seconds=SLOT_RETRY * random.uniform(0.5, 1.5))
+    groups = []
+    if limits.concurrency is not None:
+        groups.append(("", limits.concurrency))
+    if key and limits.per_key_concurrency is not None:
+        groups.append((key, limits.per_key_concurrency))
     try:
         with transaction.atomic(using=using):
-            if limits.concurrency is not None and not take_slot(
-                using, queue, "", limits.concurrency, **turn
-            ):
-                raise _Refused(retry, "slot")
-            if (
-                key
-                and limits.per_key_concurrency is not None
-                and not take_slot(using, queue, key, limits.per_key_concurrency, **turn)
-            ):
+            if groups and not take_slots(using, queue, groups, **turn):
                 raise _Refused(retry, "slot")
             if limits.rate is not None:
                 opens = take_token(using, queue, "", limits.rate, limits.burst, now)

@@ -7,7 +7,7 @@ Its options, all optional::
         "concurrency": 10,          # turns of the queue's runs at once, all workers
         "per_key_concurrency": 1,   # ... per concurrency_key
         "rate": "20/s",             # turns started per second ("N/s", "N/m", "N/h" or a number)
-        "burst": 20,                # how many of them may come at once (default 1)
+        "burst": 20,                # how many may come at once (default: a second's worth)
         "per_key_rate": "1/s",      # ... per concurrency_key
         "per_key_burst": 1,
     }}}
@@ -139,7 +139,7 @@ def _queue_problems(name: Any, options: Any) -> list[Problem]:
                     "weft.E044",
                     f"{where}[{key!r}] must be an int from 1 to {MAX_CONCURRENCY}, "
                     f"got {options[key]!r}.",
-                    "Set it to e.g. the rate per second (default 1: no burst).",
+                    "Set it to e.g. the rate per second (the default), or 1 for strict spacing.",
                 )
             )
     return found
@@ -214,16 +214,23 @@ def queues() -> dict[str, QueueLimits]:
             concurrency=options.get("concurrency"),
             per_key_concurrency=options.get("per_key_concurrency"),
             rate=parse_rate(options["rate"]) if options.get("rate") is not None else None,
-            burst=options.get("burst") or 1,
+            burst=options.get("burst") or _second_of(options.get("rate")),
             per_key_rate=(
                 parse_rate(options["per_key_rate"])
                 if options.get("per_key_rate") is not None
                 else None
             ),
-            per_key_burst=options.get("per_key_burst") or 1,
+            per_key_burst=options.get("per_key_burst") or _second_of(options.get("per_key_rate")),
         )
     _cache = (value, dict(value) if isinstance(value, dict) else value, built)
     return built
+
+
+def _second_of(rate: Any) -> int:
+    """The default burst of a rate: one second's worth of turns (at least 1), so
+    a turn that comes a tick late does not lose its place for good."""
+    per_second = parse_rate(rate) if rate is not None else None
+    return max(1, min(MAX_CONCURRENCY, math.ceil(per_second))) if per_second else 1
 
 
 def limits_of(queue: str) -> QueueLimits | None:

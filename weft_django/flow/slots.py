@@ -28,29 +28,76 @@ from __future__ import annotations
 import random
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from ..models import Claim, QueueSlot
 
+Group = tuple[str, int]  # (key, size): "" and N for the queue, a key and M for it
+Row = tuple[str, int, str | None, str, int, bool]
 
-def _rows(
-    using: str, queue: str, key: str, size: int
-) -> list[tuple[int, str | None, str, int, bool]]:
+
+def _rows(using: str, queue: str, groups: list[Group]) -> list[Row]:
+    """The slot rows of ``groups`` in one read, each with whether its holder's
+    claim still names it."""
     live = Claim.objects.filter(
         workflow_id=OuterRef("run_id"), holder_id=OuterRef("engine_id"), epoch=OuterRef("epoch")
     )
+    wanted = Q()
+    for key, size in groups:
+        wanted |= Q(key=key, slot_no__lt=size)
     return list(
         QueueSlot.objects.using(using)
-        .filter(queue=queue, key=key, slot_no__lt=size)
+        .filter(wanted, queue=queue)
         .annotate(live=Exists(live))
-        .values_list("slot_no", "run_id", "engine_id", "epoch", "live")
+        .values_list("key", "slot_no", "run_id", "engine_id", "epoch", "live")
     )
 
 
-def _make(using: str, queue: str, key: str, size: int) -> None:
+def _make(using: str, queue: str, groups: list[Group]) -> None:
     QueueSlot.objects.using(using).bulk_create(
-        [QueueSlot(queue=queue, key=key, slot_no=n) for n in range(size)], ignore_conflicts=True
+        [QueueSlot(queue=queue, key=key, slot_no=n) for key, size in groups for n in range(size)],
+        ignore_conflicts=True,
     )
+
+
+def take_slots(
+    using: str,
+    queue: str,
+    groups: list[Group],
+    *,
+    run_id: str,
+    engine_id: str,
+    epoch: int,
+    now: datetime,
+) -> bool:
+    """Take one slot of each group (``(key, size)``: key ``""`` is the queue's
+    own limit) for the turn of ``run_id`` at ``epoch``: True when every group
+    gave one (or already held one for that turn). Call inside a transaction:
+    on False the caller rolls back what was taken."""
+    rows = _rows(using, queue, groups)
+    if len(rows) < sum(size for _key, size in groups):
+        _make(using, queue, groups)
+        rows = _rows(using, queue, groups)
+    slots = QueueSlot.objects.using(using).filter(queue=queue)
+    for key, _size in groups:
+        mine = [r for r in rows if r[0] == key]
+        if any(r[2] == run_id and r[3] == engine_id and r[4] == epoch and r[5] for r in mine):
+            continue  # this turn (or an earlier turn at this epoch) holds it
+        free = [r for r in mine if r[2] is None or not r[5]]
+        random.shuffle(free)  # racing engines try different rows
+        for _key, slot_no, holder_run, holder_engine, holder_epoch, _live in free:
+            taken = slots.filter(
+                key=key,
+                slot_no=slot_no,
+                run_id=holder_run,
+                engine_id=holder_engine,
+                epoch=holder_epoch,
+            ).update(run_id=run_id, engine_id=engine_id, epoch=epoch, taken_at=now)
+            if taken == 1:
+                break
+        else:
+            return False
+    return True
 
 
 def take_slot(
@@ -64,27 +111,10 @@ def take_slot(
     epoch: int,
     now: datetime,
 ) -> bool:
-    """Take one of the ``size`` slots of ``(queue, key)`` for the turn of
-    ``run_id`` at ``epoch``; True when taken (or already held by that turn)."""
-    rows = _rows(using, queue, key, size)
-    if len(rows) < size:
-        _make(using, queue, key, size)
-        rows = _rows(using, queue, key, size)
-    free = []
-    for slot_no, holder_run, holder_engine, holder_epoch, live in rows:
-        if holder_run == run_id and holder_engine == engine_id and holder_epoch == epoch and live:
-            return True  # this turn (or an earlier turn at this epoch) holds it
-        if holder_run is None or not live:
-            free.append((slot_no, holder_run, holder_engine, holder_epoch))
-    random.shuffle(free)  # racing engines try different rows
-    slots = QueueSlot.objects.using(using).filter(queue=queue, key=key)
-    for slot_no, holder_run, holder_engine, holder_epoch in free:
-        taken = slots.filter(
-            slot_no=slot_no, run_id=holder_run, engine_id=holder_engine, epoch=holder_epoch
-        ).update(run_id=run_id, engine_id=engine_id, epoch=epoch, taken_at=now)
-        if taken == 1:
-            return True
-    return False
+    """:func:`take_slots` of one group."""
+    return take_slots(
+        using, queue, [(key, size)], run_id=run_id, engine_id=engine_id, epoch=epoch, now=now
+    )
 
 
 def release_slots(using: str, run_id: str, engine_id: str, epoch: int) -> int:

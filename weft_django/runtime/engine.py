@@ -325,7 +325,7 @@ class WorkflowEngine:
         """A turn of a run whose queue has limits (docs/flow-control.md): admitted
         (slots and tokens taken), driven, its slots freed; or deferred."""
         run_id = run["id"]
-        now = self.now()
+        now = self.tick_now()  # the database clock, read at most once a second
         refused = flow.admit(
             self.using, limits, run, engine_id=self.engine_id, epoch=epoch, now=now
         )
