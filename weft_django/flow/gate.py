@@ -26,12 +26,14 @@ from __future__ import annotations
 import logging
 import random
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import DatabaseError, transaction
 from django.db.models import Case, DateTimeField, F, Value, When
 
+from ..exceptions import EngineDeposedError
 from ..models import RunStatus, WorkflowRun
+from .metrics import throttled
 from .rate import take_token
 from .settings import QueueLimits, limits_of
 from .slots import release_slots, take_slots
@@ -91,6 +93,33 @@ def admit(
     except _Refused as refused:
         return refused.until, refused.why
     return None
+
+
+class Host(Protocol):
+    """What the gate needs of the engine driving the turn."""
+
+    using: str
+    engine_id: str
+    ownership: Any
+
+
+def admit_or_defer(
+    host: Host, run: dict[str, Any], epoch: int, limits: QueueLimits, now: datetime
+) -> str | None:
+    """Admit the turn (None), or defer the run durably in a fenced write: the
+    turn's outcome, ``"throttled"`` (or ``"deposed"``: the fence did not hold)."""
+    refused = admit(host.using, limits, run, engine_id=host.engine_id, epoch=epoch, now=now)
+    if refused is None:
+        return None
+    until, why = refused
+    try:
+        with host.ownership.fenced(host.ownership.fence_for(run["id"], epoch)):
+            defer(run, until, using=host.using)
+    except EngineDeposedError:
+        host.ownership.forget(run["id"], epoch)
+        return "deposed"
+    throttled.labels(queue=limits.name, reason=why).inc()
+    return "throttled"
 
 
 def defer(run: dict[str, Any], until: datetime, *, using: str) -> int:

@@ -37,7 +37,7 @@ from ..exceptions import (
     WorkflowCancelledError,
     WorkflowFailedError,
 )
-from . import patches
+from . import patches, retry_wait
 from .backoff import is_transient
 from .delivery import deliver_updates
 from .handles import ChildHandle, ReplayAwareLogger, Update
@@ -132,7 +132,7 @@ class Context:
         ``name`` (default ``fn``'s ``module.qualname``) is an id (``InvalidIdError``)."""
         self._turn.check_halt()
         step_name = check_id(name or _fn_name(fn), "step name", EVENT_NAME)
-        attempt = self._retry_waits(step_name)
+        attempt = retry_wait.replay_waits(self._replay, step_name, self._now, self._deliver_updates)
         recorded = self._replay.take("step", step_name)
         if recorded is not None:
             if recorded.error is not None:
@@ -166,8 +166,15 @@ class Context:
                 if isinstance(exc, PayloadError) and exc.what == f"result of step {step_name!r}":
                     raise  # a non-JSON result: a programming error, never retried or recorded
                 if attempt < policy.max_attempts and not isinstance(exc, policy.non_retryable):
-                    if isinstance(exc, RetryAfter):
-                        self._retry_after(step_name, attempt, exc.seconds)
+                    if isinstance(exc, RetryAfter):  # a durable wait instead of the pause
+                        raise retry_wait.wait(
+                            self._replay,
+                            step_name,
+                            attempt,
+                            exc.seconds,
+                            self._now,
+                            self._deliver_updates,
+                        ) from None
                     self._turn.pause(policy.interval(attempt))
                     continue
                 info = error_info(exc, with_traceback=False)
@@ -178,32 +185,6 @@ class Context:
             event.result = value
             self._record(event)
             return value
-
-    def _retry_waits(self, step_name: str) -> int:
-        """Replay the durable waits a ``RetryAfter`` of this step recorded: the
-        attempts made so far (0: none). Parks again while the last wait is on."""
-        attempt, until = 0, None
-        while True:
-            event = self._replay.peek()
-            if event is None or event.kind != "retry_wait" or event.name != step_name:
-                break
-            self._replay.advance()
-            attempt = int((event.result or {}).get("attempt", 0))
-            until = _parse((event.result or {}).get("until"))
-        if until is not None and self._replay.peek() is None and self._now() < until:
-            self._deliver_updates()
-            raise Park({"kind": "retry_wait", "step": step_name, "until": _iso(until)}, until)
-        return attempt
-
-    def _retry_after(self, step_name: str, attempt: int, seconds: float) -> None:
-        """A step raised ``RetryAfter(seconds)`` with attempts left: record the
-        wait and park until then (a durable timer; the next attempt runs on
-        whichever worker wakes the run)."""
-        until = self._now() + timedelta(seconds=seconds)
-        result = {"until": _iso(until), "attempt": attempt}
-        self._replay.buffer.append(self._replay.new("retry_wait", step_name, result))
-        self._deliver_updates()
-        raise Park({"kind": "retry_wait", "step": step_name, "until": _iso(until)}, until)
 
     # -- recorded values ----------------------------------------------------------
 

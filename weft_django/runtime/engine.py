@@ -19,9 +19,8 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from ..conf import WeftSettings, get_settings
-from ..exceptions import EngineDeposedError, PayloadError
+from ..exceptions import PayloadError
 from ..flow import gate as flow
-from ..flow import metrics as flow_metrics
 from ..flow.settings import QueueLimits
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import (
@@ -324,26 +323,14 @@ class WorkflowEngine:
     ) -> TurnOutcome:
         """A turn of a run whose queue has limits (docs/flow-control.md): admitted
         (slots and tokens taken), driven, its slots freed; or deferred."""
-        run_id = run["id"]
         now = self.tick_now()  # the database clock, read at most once a second
-        refused = flow.admit(
-            self.using, limits, run, engine_id=self.engine_id, epoch=epoch, now=now
-        )
+        refused = flow.admit_or_defer(self, run, epoch, limits, now)
         if refused is not None:
-            until, why = refused
-            fence = self.ownership.fence_for(run_id, epoch)
-            try:
-                with self.ownership.fenced(fence):
-                    flow.defer(run, until, using=self.using)
-            except EngineDeposedError:
-                self.ownership.forget(run_id, epoch)
-                return TurnOutcome.DEPOSED
-            flow_metrics.throttled.labels(queue=limits.name, reason=why).inc()
-            return TurnOutcome.THROTTLED
+            return TurnOutcome(refused)
         try:
             return self._turn(run, definition, epoch, now)
         finally:
-            flow.release(self.using, run_id, self.engine_id, epoch)
+            flow.release(self.using, run["id"], self.engine_id, epoch)
 
     def _turn(
         self, run: dict[str, Any], definition: Any, epoch: int, now: datetime | None
