@@ -8,9 +8,8 @@ is admitted when ``tat - tau <= now``, and moves ``tat`` to
 moment the window opens. Over any span of ``t`` seconds at most
 ``burst + R x t`` turns are admitted.
 
-The move is a compare-and-set: read ``tat``, then one conditional UPDATE
-``WHERE tat = <as read>``; the row count says whether another engine moved it
-first (then read again). Nothing is polled: a refused turn gets the time it
+The move is one conditional UPDATE (:func:`take_token`); its row count says
+whether the turn was admitted. Nothing is polled: a refused turn gets the time it
 may come back, and the caller parks the run until then.
 """
 
@@ -18,35 +17,40 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..models import QueueRate
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce, Greatest
 
-#: Compare-and-set attempts before a turn gives up for one interval.
-ATTEMPTS = 8
+from ..models import QueueRate
 
 
 def take_token(
     using: str, queue: str, key: str, rate: float, burst: int, now: datetime
 ) -> datetime | None:
     """Admit one turn of ``(queue, key)``: None when admitted, else the time
-    the window opens for it."""
+    the window opens for it.
+
+    One conditional UPDATE does the judgment and the move together:
+    ``SET tat = max(tat, now) + T WHERE tat IS NULL OR tat <= now + tau``. A
+    concurrent UPDATE of the cell makes this one wait for it, then re-judge
+    against the cell as it left it (PostgreSQL and InnoDB re-read the row;
+    SQLite has one writer), so no compare-and-set loop is needed. Refused
+    (or on the cell's first use), one read follows."""
     interval = timedelta(seconds=1.0 / rate)
     tolerance = interval * (burst - 1)
     cells = QueueRate.objects.using(using).filter(queue=queue, key=key)
-    for _attempt in range(ATTEMPTS):
-        row = cells.values_list("tat", flat=True)
-        found = list(row[:1])
-        if not found:
-            QueueRate.objects.using(using).bulk_create(
-                [QueueRate(queue=queue, key=key, tat=None)], ignore_conflicts=True
-            )
-            continue
-        tat = found[0]
-        if tat is not None and tat - tolerance > now:
-            return tat - tolerance
-        base = tat if tat is not None and tat > now else now
-        if cells.filter(tat=tat).update(tat=base + interval) == 1:
-            return None
-    return now + interval  # contended: come back after one interval
+    moved = cells.filter(Q(tat__isnull=True) | Q(tat__lte=now + tolerance)).update(
+        tat=Greatest(Coalesce(F("tat"), Value(now)), Value(now)) + Value(interval)
+    )
+    if moved == 1:
+        return None
+    found = list(cells.values_list("tat", flat=True)[:1])
+    if not found:  # the cell's first use: make it, then try once more
+        QueueRate.objects.using(using).bulk_create(
+            [QueueRate(queue=queue, key=key, tat=None)], ignore_conflicts=True
+        )
+        return take_token(using, queue, key, rate, burst, now)
+    tat = found[0]
+    return tat - tolerance if tat is not None else now + interval
 
 
 def window_opens(using: str, queue: str, key: str, rate: float, burst: int) -> datetime | None:
