@@ -45,9 +45,8 @@ def queue_overview(*, using: str | None = None) -> list[QueueRow]:
     rate_at: dict[str, datetime | None] = {}
     if limited:
         pending = WorkflowRun.objects.using(using).filter(status=RunStatus.PENDING)
-        for name in limited:  # each a bounded count: at most WAITING_CAP + 1 rows read
-            ids = pending.filter(queue=name).order_by().values("pk")[: WAITING_CAP + 1]
-            waiting[name] = WorkflowRun.objects.using(using).filter(pk__in=ids).count()
+        for name in limited:  # each a bounded count (a LIMIT in a derived table)
+            waiting[name] = pending.filter(queue=name).order_by()[: WAITING_CAP + 1].count()
         rate_at = dict(
             QueueRate.objects.using(using)
             .filter(Q(key="") & Q(queue__in=limited))
