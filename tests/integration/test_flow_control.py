@@ -44,7 +44,12 @@ def test_limits_hold_across_workers_while_one_is_killed(
 ) -> None:
     weft_settings(QUEUES=QUEUES)
     settings = "tests.integration.settings_flow"
-    pool = [workers.start(concurrency=4, settings=settings, **FAST_CLAIMS) for _ in range(3)]
+    pool = [
+        workers.start(concurrency=4, settings=settings, ready=False, **FAST_CLAIMS)
+        for _ in range(3)
+    ]
+    for process in pool:  # booted side by side
+        workers.wait_ready(process)
     ids = [
         weft.start(
             "it.flow_work", f"k{n % 6}", 0.1, 1, queue="flowq", concurrency_key=f"k{n % 6}"
