@@ -31,6 +31,10 @@ again and counted as a self-exit. It prints the faults by kind, the self-exits,
 the runs, the violations (0 or the exit status is 1), the longest takeover (a
 faulted worker's last claim on an active run moved or released) and the command.
 
+With ``--flow`` the campaign is flow control's instead (bench/_flow_chaos.py):
+4 workers x 8 threads on a queue of concurrency 3 and 1 per key, the same
+faults, and the invariant that no instant had more turns at once than that.
+
 With ``--schedules`` the workers also fire a schedule every second
 (``tests/integration/settings_schedules.py``: ``it.noop_steps``, catch-up
 ``all``), and half the faults target the worker holding the schedule lease
@@ -63,6 +67,7 @@ from _common import (
     setup_django,
     wait_for,
 )
+from _flow_chaos import FLOW_SETTINGS, run_flow
 
 TTL, RENEW = 3.0, 1.0
 TIMING = {
@@ -474,7 +479,7 @@ def check(run_ids: list[str], answers: list[Any], *, postgres: bool) -> list[str
 
 def main() -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--db", choices=["postgresql", "sqlite"], default="postgresql")
+    parser.add_argument("--db", choices=["postgresql", "mysql", "sqlite"], default="postgresql")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--interval", type=float, default=4.0, help="most seconds between faults")
@@ -485,12 +490,20 @@ def main() -> int:
         action="store_true",
         help="also fire a schedule every second; check each tick started exactly once",
     )
+    parser.add_argument(
+        "--flow",
+        action="store_true",
+        help="flow control: a limited queue under faults; check no instant exceeded its limits",
+    )
     args = parser.parse_args()
     scratch = Scratch(f"chaos_{args.db}", keep=args.keep, pg_url=args.pg_url)
-    url = scratch.postgres() if args.db == "postgresql" else scratch.sqlite()
+    url = scratch.database(args.db)
     campaign = None
     try:
         scratch.migrate(url)
+        if args.flow:
+            setup_django(url, **TIMING, settings=FLOW_SETTINGS, WEFT_FLOW_CONCURRENCY="3")
+            return run_flow(args, url, TIMING)
         setup_django(url, **TIMING, **({"settings": SCHEDULE_SETTINGS} if args.schedules else {}))
         campaign = Campaign(args, url)
         return campaign.run()

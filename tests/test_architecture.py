@@ -61,6 +61,15 @@ LAYER_OF_PATH = {
     "inspection": "public",
     # console: manage.py weft's subcommands (a host, beside the admin).
     "console": "hosts",
+    # flow: flow control (docs/flow-control.md). Its settings beside the others,
+    # the slots and rate cells (fenced shared state) with ownership, the gate a
+    # turn passes in the runtime.
+    "flow.settings": "storage",
+    "flow.slots": "ownership",
+    "flow.rate": "ownership",
+    "flow.overview": "ownership",
+    "flow.metrics": "ownership",
+    "flow": "runtime",
 }
 
 

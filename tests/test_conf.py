@@ -32,6 +32,7 @@ DOCUMENTED_DEFAULTS = {
     "NOTIFY": True,
     "RETENTION": None,
     "SCHEDULES": None,
+    "QUEUES": None,
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import (
     EngineDeposedError,
+    FlowControlError,
     HandlerError,
     InvalidIdError,
     MetricsServerError,
@@ -20,6 +21,7 @@ from .exceptions import (
     OwnershipModeMismatchError,
     PayloadError,
     QueryError,
+    RetryAfter,
     ScheduleNotFoundError,
     StartManyError,
     StepFailedError,
@@ -116,6 +118,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     # Defining workflows
     "ChildHandle",
     "Context",
+    "RetryAfter",
     "RetryPolicy",
     "Update",
     "schedule",
@@ -143,6 +146,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "trigger_schedule",
     # Errors
     "EngineDeposedError",
+    "FlowControlError",
     "HandlerError",
     "MetricsServerError",
     "InvalidIdError",

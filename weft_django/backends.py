@@ -40,6 +40,7 @@ from django.utils.json import normalize_json
 from . import api
 from .checks.extras import backend_problem, task_backend_aliases
 from .exceptions import WeftError
+from .flow.settings import DEFAULT_QUEUE, queues
 from .models import RunStatus, WorkflowEvent, WorkflowRun, db_for
 from .runtime import registry
 from .runtime.backoff import is_transient
@@ -71,6 +72,12 @@ class TaskFailedError(WeftError):
     """A task's last attempt raised; the run fails with this (errors: ``get_result``)."""
 
 
+def flow_queue(queue_name: str) -> str:
+    """The flow-control queue of a task's ``queue_name``: the ``WEFT["QUEUES"]``
+    queue of that name, with its limits, else ``"default"`` (docs/flow-control.md)."""
+    return queue_name if queue_name in queues() else DEFAULT_QUEUE
+
+
 def workflow_name(queue: str) -> str:
     return f"{WORKFLOW_PREFIX}{queue}"
 
@@ -91,7 +98,7 @@ class WeftTaskBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False  # runs start in order of due time; see docs/tasks.md
+    supports_priority = True  # -100..100, higher first (docs/flow-control.md)
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         # A bad entry never raises here: Django's own system check creates every
@@ -130,6 +137,8 @@ class WeftTaskBackend(BaseTaskBackend):
             dict(kwargs),
             start_at=task.run_after,
             using=self.using,
+            queue=flow_queue(task.queue_name),
+            priority=task.priority,
         )
         result = self._ready(task, handle.id, args, kwargs)
         task_enqueued.send(type(self), task_result=result)
@@ -149,7 +158,11 @@ class WeftTaskBackend(BaseTaskBackend):
         pairs = [(list(args), dict(kwargs)) for args, kwargs in calls]
         requests = [
             api.StartRequest(
-                name, (task.module_path, self.alias, args, kwargs), start_at=task.run_after
+                name,
+                (task.module_path, self.alias, args, kwargs),
+                start_at=task.run_after,
+                queue=flow_queue(task.queue_name),
+                priority=task.priority,
             )
             for args, kwargs in pairs
         ]

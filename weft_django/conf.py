@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": None,
     # Validated by weft_django.schedules.declare (weft.E030-E032), not here.
     "SCHEDULES": None,
+    # Validated by weft_django.flow.settings (weft.E040-E045), not here.
+    "QUEUES": None,
 }
 
 

@@ -304,6 +304,39 @@ class InvalidIdError(WeftError, ValueError):
         )
 
 
+class FlowControlError(WeftError, ValueError):
+    """A bad ``queue``, ``priority`` or ``concurrency_key`` given to ``start()``
+    (or ``@workflow(queue=...)``): a queue that is neither ``"default"`` nor in
+    ``WEFT["QUEUES"]``, a priority that is not an int from -100 to 100, a key
+    that is not a string of 1 to 128 characters. ``what`` names the parameter.
+    Raised before anything is stored. Also a ``ValueError``."""
+
+    def __init__(self, what: str, value: Any, reason: str) -> None:
+        self.what = what
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{what} {reason}; got {value!r:.80}")
+
+
+class RetryAfter(Exception):
+    """Raised by a step's function to ask for its next attempt no sooner than
+    ``seconds`` from now (an HTTP ``Retry-After``, a rate limit's reset).
+
+    ``ctx.step(..., retry=RetryPolicy(...))`` honours it: while attempts are
+    left, the run sleeps durably (it parks with a timer, on any worker) until
+    then instead of the policy's own interval; with none left the step fails
+    as with any other exception. ``seconds`` is a finite number of at least 0.
+    """
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"RetryAfter seconds must be a number, not {seconds!r}")
+        if not 0 <= float(seconds) < 10**9:
+            raise ValueError(f"RetryAfter seconds must be from 0 to 1e9, not {seconds!r}")
+        self.seconds = float(seconds)
+        super().__init__(message or f"retry after {self.seconds:g}s")
+
+
 class WorkflowClaimUnavailableError(WeftError):
     """``resume`` found a live engine (``held_by``) still holding the run's claim;
     nothing was changed. Try again once that engine has let the claim go.

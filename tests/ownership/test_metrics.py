@@ -146,7 +146,8 @@ def test_no_workflow_id_is_ever_a_label(make_registry, clock):
             label_names |= set(sample.labels)
             for value in sample.labels.values():
                 assert "needle" not in value
-    assert label_names <= {"outcome", "pass_name", "le"}
+    # (queue, reason: flow control's, by queue name: docs/flow-control.md.)
+    assert label_names <= {"outcome", "pass_name", "le", "queue", "reason"}
     assert b"needle" not in generate_latest(REGISTRY)
     assert "engine-a" not in generate_latest(REGISTRY).decode()
 

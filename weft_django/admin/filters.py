@@ -89,6 +89,7 @@ def _registered_workflows() -> list[tuple[str, str]]:
 #: Every kind of history event the runtime records (weft_django/runtime/).
 EVENT_KINDS = (
     "step",
+    "retry_wait",
     "sleep",
     "wait",
     "signal",

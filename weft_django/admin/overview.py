@@ -25,6 +25,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, models
 
 from ..conf import Timing, get_settings
+from ..flow.overview import queue_overview
 from ..inspection.engines import CLAIMS_COUNT_CAP, claims_held
 from ..models import (
     Claim,
@@ -327,6 +328,8 @@ def overview_data(
         "old_updates": old_updates,
         "updates_count": count("updates"),
         "retention": retention_summary(using),
+        # Flow control's queues (docs/flow-control.md): only when some have limits.
+        "queues": [row for row in queue_overview(using=using) if row.limits.limited],
         "section_limit": SECTION_LIMIT,
         # Active runs of a workflow version no live engine serves (1 query).
         "unserved": unserved_runs([engine.workflows for engine in alive], using=using),

@@ -8,9 +8,11 @@ from datetime import datetime
 from typing import Any
 
 from ..exceptions import StartManyError, WorkflowAlreadyExistsError
+from ..flow.settings import check_key, check_priority, check_queue
 from ..models import db_for
 from ..ownership import busy_as_typed_error
 from ..runtime import registry
+from ..runtime.runs import Flow
 from ..runtime.starts import NewRun, insert_runs, prepare_run
 from .runs import WorkflowHandle
 
@@ -18,7 +20,8 @@ from .runs import WorkflowHandle
 @dataclass(frozen=True)
 class StartRequest:
     """One run for :func:`start_many`: what ``weft.start(workflow, *args,
-    workflow_id=..., start_at=..., version=..., **kwargs)`` would be given.
+    workflow_id=..., start_at=..., version=..., queue=..., priority=...,
+    concurrency_key=..., **kwargs)`` would be given.
 
     ``workflow`` is a registered name or a decorated function; ``args`` a
     sequence of positional arguments; ``kwargs`` the keyword arguments (a
@@ -37,6 +40,12 @@ class StartRequest:
     """When the run may start (timezone-aware), as for :func:`start`."""
     version: int | None = None
     """The workflow version (default: the highest registered here), as for :func:`start`."""
+    queue: str | None = None
+    """The flow-control queue (default: the workflow's), as for :func:`start`."""
+    priority: int = 0
+    """-100 to 100, higher first, as for :func:`start`."""
+    concurrency_key: str | None = None
+    """The key the queue's per-key limits count by, as for :func:`start`."""
 
 
 StartOutcome = WorkflowHandle | WorkflowAlreadyExistsError
@@ -66,13 +75,21 @@ def start_many(requests: Iterable[StartRequest], *, using: str | None = None) ->
                 raise TypeError(
                     f"start_many takes StartRequest items, not {type(request).__name__}"
                 )
+            definition = registry.resolve(request.workflow, request.version)
+            queue = request.queue if request.queue is not None else definition.queue
+            flow = Flow(
+                queue=check_queue(queue),
+                priority=check_priority(request.priority),
+                concurrency_key=check_key(request.concurrency_key),
+            )
             rows.append(
                 prepare_run(
-                    registry.resolve(request.workflow, request.version),
+                    definition,
                     tuple(request.args),
                     dict(request.kwargs),
                     workflow_id=request.workflow_id,
                     start_at=request.start_at,
+                    flow=flow,
                 )
             )
         except (ValueError, TypeError, LookupError) as exc:  # the typed errors of start()

@@ -20,10 +20,12 @@ from ..exceptions import (
     WorkflowAlreadyExistsError,
     WorkflowNotFoundError,
 )
+from ..flow.settings import check_key, check_priority, check_queue
 from ..models import WorkflowRun, db_for
 from ..ownership import busy_as_typed_error
 from ..runtime import registry
 from ..runtime.payload import check_id
+from ..runtime.runs import Flow
 from ..runtime.starts import insert_runs, prepare_run
 from . import updates
 from .reads import WorkflowDescription, describe, result
@@ -36,6 +38,9 @@ def start(
     start_at: datetime | None = None,
     version: int | None = None,
     using: str | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    concurrency_key: str | None = None,
     **kwargs: Any,
 ) -> WorkflowHandle:
     """Start a run of a registered workflow; returns once the run is stored.
@@ -55,14 +60,27 @@ def start(
     (docs/workflows.md, "Ids and names"). ``start_at`` is timezone-aware, and
     it and its execution deadline (``start_at`` + the workflow's ``timeout``)
     are within UTC's range, else ``ValueError`` naming ``start_at``.
+
+    Flow control (docs/flow-control.md): ``queue`` (default: the workflow's
+    ``@workflow(queue=...)``, else ``"default"``) must be ``"default"`` or a
+    queue of ``WEFT["QUEUES"]``; ``priority`` an int from -100 to 100 (higher
+    first); ``concurrency_key`` None or a string of 1 to 128 characters, the
+    key its queue's per-key limits count by. ``FlowControlError`` (a
+    ``ValueError`` naming the parameter) otherwise, with nothing stored.
     """
     alias = db_for(using)
+    definition = registry.resolve(workflow, version)
     row = prepare_run(
-        registry.resolve(workflow, version),
+        definition,
         args,
         kwargs,
         workflow_id=workflow_id,
         start_at=start_at,
+        flow=Flow(
+            queue=check_queue(queue if queue is not None else definition.queue),
+            priority=check_priority(priority),
+            concurrency_key=check_key(concurrency_key),
+        ),
     )
     # One statement that skips an id that exists (no savepoint, the caller's
     # transaction stays usable), its wake-up in it (runtime/starts.py).

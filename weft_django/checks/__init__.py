@@ -5,11 +5,12 @@
   and more live engines than the mode allows (``W001``);
 - :mod:`.extras`: optional features configured without their extra
   (``weft.E013``-``E015``): the PostgreSQL driver, the Tasks API backend;
-- :mod:`.schedules`: the cron schedules (``weft.E030``-``E033``).
+- :mod:`.schedules`: the cron schedules (``weft.E030``-``E033``);
+- :mod:`.queues`: the flow-control queues (``weft.E040``-``E046``).
 
 Importing this package registers them (``WeftConfig.ready()`` does).
 """
 
-from . import configuration, extras, schedules
+from . import configuration, extras, queues, schedules
 
-__all__ = ["configuration", "extras", "schedules"]
+__all__ = ["configuration", "extras", "queues", "schedules"]

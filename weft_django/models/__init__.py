@@ -7,6 +7,8 @@
   :mod:`weft_django.ownership` with conditional UPDATEs checked by rowcount;
 - :mod:`.schedules`: ``Schedule`` (each cron schedule's firing state) and
   ``ScheduleLease`` (the single-row lease of the firing pass);
+- :mod:`.flow`: ``QueueSlot`` and ``QueueRate``: flow control's concurrency
+  slots and rate cells (docs/flow-control.md);
 - :mod:`.passes`: ``PassSummary`` (the Celery passes) and ``Overview`` (the
   admin's overview entry);
 - :mod:`.databases`: ``db_for`` (which database weft's tables live on) and the
@@ -25,6 +27,7 @@ from .engines import (
     OwnershipMarker,
     PrunerLease,
 )
+from .flow import QueueRate, QueueSlot
 from .passes import Overview, PassKind, PassSummary
 from .runs import (
     ACTIVE_STATUSES,
@@ -54,6 +57,8 @@ __all__ = [  # noqa: RUF022 (grouped as the modules are)
     "GlobalLease",
     "OwnershipMarker",
     "PrunerLease",
+    "QueueRate",
+    "QueueSlot",
     "Overview",
     "PassKind",
     "PassSummary",

@@ -56,6 +56,12 @@ class WorkflowRun(models.Model):
     wake_at = models.DateTimeField(null=True, blank=True)
     waiting_on = StoredJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     wake_hint_at = models.DateTimeField(null=True, blank=True)
+    # Flow control (docs/flow-control.md): the queue whose limits the run's turns
+    # obey, its priority (-100..100, higher first) and its concurrency key.
+    # Database defaults too: a row inserted by raw SQL (a bulk load) gets them.
+    queue = models.CharField(max_length=64, default="default", db_default="default")
+    priority = models.SmallIntegerField(default=0, db_default=0)
+    concurrency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         ordering = ["-created_at"]
@@ -93,6 +99,14 @@ class WorkflowRun(models.Model):
                 fields=["start_at", "created_at", "id"],
                 name="weft_run_ready_idx",
                 condition=Q(status="pending"),
+            ),
+            # The intake's fast lane (weft_django.ownership.claims.intake): pending
+            # runs of a positive priority, highest first. A full index on
+            # MariaDB/MySQL (migration 0019), which has no partial ones.
+            models.Index(
+                fields=["status", "-priority", "created_at", "id"],
+                name="weft_run_priority_idx",
+                condition=Q(status="pending", priority__gt=0),
             ),
             # The reclaim scan walks started runs in id order, one status at a time.
             models.Index(

@@ -30,13 +30,14 @@ from django.utils.dateparse import parse_datetime
 
 from ..exceptions import (
     PayloadError,
+    RetryAfter,
     StepFailedError,
     WaitTimeoutError,
     WorkflowAlreadyExistsError,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
-from . import patches
+from . import patches, retry_wait
 from .backoff import is_transient
 from .delivery import deliver_updates
 from .handles import ChildHandle, ReplayAwareLogger, Update
@@ -131,6 +132,7 @@ class Context:
         ``name`` (default ``fn``'s ``module.qualname``) is an id (``InvalidIdError``)."""
         self._turn.check_halt()
         step_name = check_id(name or _fn_name(fn), "step name", EVENT_NAME)
+        attempt = retry_wait.replay_waits(self._replay, step_name, self._now, self._deliver_updates)
         recorded = self._replay.take("step", step_name)
         if recorded is not None:
             if recorded.error is not None:
@@ -141,7 +143,6 @@ class Context:
                 )
             return recorded.result
         policy = retry or RetryPolicy(max_attempts=1)
-        attempt = 0
         while True:
             if attempt:
                 self._turn.check_halt()  # a retry is a new attempt: not after the grace
@@ -165,6 +166,15 @@ class Context:
                 if isinstance(exc, PayloadError) and exc.what == f"result of step {step_name!r}":
                     raise  # a non-JSON result: a programming error, never retried or recorded
                 if attempt < policy.max_attempts and not isinstance(exc, policy.non_retryable):
+                    if isinstance(exc, RetryAfter):  # a durable wait instead of the pause
+                        raise retry_wait.wait(
+                            self._replay,
+                            step_name,
+                            attempt,
+                            exc.seconds,
+                            self._now,
+                            self._deliver_updates,
+                        ) from None
                     self._turn.pause(policy.interval(attempt))
                     continue
                 info = error_info(exc, with_traceback=False)

@@ -20,6 +20,8 @@ from django.db import DatabaseError, connections
 
 from ..conf import WeftSettings, get_settings
 from ..exceptions import PayloadError
+from ..flow import gate as flow
+from ..flow.settings import QueueLimits
 from ..models import TERMINAL_STATUSES, EngineKind, RunStatus, WorkflowEvent, db_for
 from ..ownership import (
     NOW_SQL,
@@ -74,6 +76,7 @@ class TurnOutcome(enum.StrEnum):
     TERMINAL = "terminal"
     NOT_DUE = "not_due"
     NOT_ELIGIBLE = "not_eligible"
+    THROTTLED = "throttled"  # its queue's slots or rate refused it: deferred (flow control)
 
 
 #: Outcomes of a turn that got through to the database: they end a backoff.
@@ -310,6 +313,29 @@ class WorkflowEngine:
         now = self.now() if run["start_at"] or run["timeout_at"] else None
         if run["status"] == RunStatus.PENDING and run["start_at"] and run["start_at"] > now:
             return TurnOutcome.NOT_DUE
+        limits = flow.limits_for(run)
+        if limits is not None:
+            return self._drive_limited(run, definition, epoch, limits)
+        return self._turn(run, definition, epoch, now)
+
+    def _drive_limited(
+        self, run: dict[str, Any], definition: Any, epoch: int, limits: QueueLimits
+    ) -> TurnOutcome:
+        """A turn of a run whose queue has limits (docs/flow-control.md): admitted
+        (slots and tokens taken), driven, its slots freed; or deferred."""
+        now = self.tick_now()  # the database clock, read at most once a second
+        refused = flow.admit_or_defer(self, run, epoch, limits, now)
+        if refused is not None:
+            return TurnOutcome(refused)
+        try:
+            return self._turn(run, definition, epoch, now)
+        finally:
+            flow.release(self.using, run["id"], self.engine_id, epoch)
+
+    def _turn(
+        self, run: dict[str, Any], definition: Any, epoch: int, now: datetime | None
+    ) -> TurnOutcome:
+        run_id = run["id"]
         turn = Turn(self, run, definition, epoch)
         try:
             # The wake hint read with the run is cleared by this turn's park, in the

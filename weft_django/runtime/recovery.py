@@ -50,7 +50,7 @@ RETRYABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OU
 FORKABLE = frozenset({RunStatus.COMPLETED, *RETRYABLE, RunStatus.SUSPENDED})
 
 #: The kinds of recorded events a fork carries.
-CARRIED = frozenset({"step", "now", "uuid4", "random", "sleep", "signal"})
+CARRIED = frozenset({"step", "now", "uuid4", "random", "sleep", "signal", "retry_wait"})
 #: Why each other kind of event refuses a fork.
 NOT_CARRIED = {
     "child_start": "it started a child workflow",
@@ -130,6 +130,9 @@ def copy_run(
                 workflow_name=old.workflow_name,
                 # The old run's version, never the newest one registered.
                 workflow_version=old.workflow_version,
+                queue=old.queue,
+                priority=old.priority,
+                concurrency_key=old.concurrency_key,
                 status=RunStatus.WAITING if carried else RunStatus.PENDING,
                 args=old.args,
                 kwargs=old.kwargs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -33,6 +33,8 @@ class WorkflowDefinition:
     version: int
     fn: Callable[..., Any]
     timeout: float | None = None
+    #: The queue its runs go to unless ``start(queue=...)`` names one (None: "default").
+    queue: str | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -112,6 +114,7 @@ def workflow(
     version: int = 1,
     *,
     timeout: float | timedelta | None = None,
+    queue: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx, *args, **kwargs)`` as a workflow.
 
@@ -120,7 +123,9 @@ def workflow(
     starts the highest, each run is replayed with its own version's code, and a
     worker claims only runs of the versions it has (docs/deploying-code.md).
     ``timeout`` is an optional execution timeout from the run's start; past it
-    the run is ``timed_out``.
+    the run is ``timed_out``. ``queue`` is the queue its runs go to by default
+    (docs/flow-control.md); it must be ``"default"`` or in ``WEFT["QUEUES"]``
+    when a run is started.
     """
     if callable(name):
         raise TypeError("use @workflow() or @workflow(name=...), with parentheses")
@@ -129,10 +134,12 @@ def workflow(
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
     if seconds is not None and seconds <= 0:
         raise WeftConfigurationError(f"workflow timeout must be positive, not {timeout!r}")
+    if queue is not None and (not isinstance(queue, str) or not 0 < len(queue) <= 64):
+        raise WeftConfigurationError(f"workflow queue must be a queue name, not {queue!r}")
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         definition = WorkflowDefinition(
-            name=name or _origin(fn), version=version, fn=fn, timeout=seconds
+            name=name or _origin(fn), version=version, fn=fn, timeout=seconds, queue=queue
         )
         register(definition)
         # Marks the user's function so resolve() finds it (functions take attributes).
@@ -187,8 +194,20 @@ def served() -> Served:
     global _served
     found = _served
     if found is None:
-        found = _served = Served.of(registered_versions())
+        found = _served = Served.of(registered_versions(), queues=_queues)
     return found
+
+
+#: The queues this process's worker serves (None: all), ``weft_worker --queue``.
+_queues: frozenset[str] | None = None
+
+
+def serve_queues(queues: Iterable[str] | None) -> None:
+    """Claim new runs of these flow-control queues only (None: of every queue)."""
+    global _queues
+    with _lock:
+        _queues = frozenset(queues) if queues is not None else None
+        _forget_served()
 
 
 def resolve(

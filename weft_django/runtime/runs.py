@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -58,6 +59,8 @@ RUN_FIELDS = (
     "start_at",
     "timeout_at",
     "wake_hint_at",
+    "queue",
+    "concurrency_key",
 )
 
 
@@ -78,6 +81,7 @@ def new_run(
     start_at: datetime | None = None,
     now: datetime | None = None,
     using: str | None = None,
+    flow: Flow | None = None,
 ) -> WorkflowRun:
     """Insert a pending run (IntegrityError when the id exists).
 
@@ -85,6 +89,7 @@ def new_run(
     needs it; otherwise the INSERT stamps the row with the database's own now.
     """
     run = _pending_run(definition, workflow_id, args, kwargs, parent_id, start_at, now, using)
+    _set_flow(run, definition, flow)
     run.save(using=db_for(using), force_insert=True)
     return run
 
@@ -111,6 +116,22 @@ def is_duplicate_key(error: IntegrityError) -> bool:
     if module.startswith("sqlite3"):
         return str(error).startswith("UNIQUE constraint failed")
     return True  # a backend weft does not know: a duplicate, as it most often is
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A new run's flow control (docs/flow-control.md), already checked."""
+
+    queue: str = "default"
+    priority: int = 0
+    concurrency_key: str | None = None
+
+
+def _set_flow(run: WorkflowRun, definition: WorkflowDefinition, flow: Flow | None) -> None:
+    """The run's queue, priority and key: ``flow``, else its workflow's queue."""
+    if flow is None:
+        flow = Flow(queue=definition.queue or "default")
+    run.queue, run.priority, run.concurrency_key = flow.queue, flow.priority, flow.concurrency_key
 
 
 def _pending_run(

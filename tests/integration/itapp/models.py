@@ -26,3 +26,23 @@ class StepExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}:{self.step} ({self.kind}, pid {self.pid})"
+
+
+class FlowSpan(models.Model):
+    """One execution of a flow-control test step: when it started and ended
+    (wall clock; None: its worker died in the step), its run's concurrency key,
+    and the worker process (tests/integration/itapp/workflows.py: ``flow_span``,
+    ``fenced_span``)."""
+
+    run_id = models.CharField(max_length=255)
+    key = models.CharField(max_length=64)
+    pid = models.PositiveIntegerField()
+    started = models.FloatField()
+    ended = models.FloatField(null=True)
+
+    class Meta:
+        app_label = "itapp"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} [{self.key}] {self.started:.3f}-{self.ended:.3f}"

@@ -17,7 +17,7 @@ from typing import Any
 import weft_django as weft
 from weft_django import Context
 
-from .models import StepExecution
+from .models import FlowSpan, StepExecution
 
 
 def record(run_id: str, step: str, epoch: int, kind: str = "step") -> float:
@@ -195,6 +195,8 @@ def tree_leaf(ctx: Context, depth: int, nap_s: float = 2.0) -> int:
     ctx.step(nap, ctx.workflow_id, "nap", nap_s, name="nap")
     ctx.step(record, ctx.workflow_id, "after", ctx.epoch, name="after", transactional=True)
     return depth
+
+
 def versioned_v1(ctx: Context) -> dict[str, Any]:
     """Version 1: step "v1-a", wait for "go", step "v1-b"."""
     ctx.step(record, ctx.workflow_id, "v1-a", ctx.epoch, name="v1-a", transactional=True)
@@ -222,6 +224,47 @@ def patchable(ctx: Context) -> str:
     return "new" if new else "old"
 
 
+def flow_span(run_id: str, key: str, hold: float) -> float:
+    """Hold a flow-control slot for ``hold`` seconds; record the span: its start
+    at once (autocommit, so a worker killed in the step leaves an open span),
+    its end after the hold."""
+    started = time.time()
+    span = FlowSpan.objects.create(run_id=run_id, key=key, pid=os.getpid(), started=started)
+    time.sleep(hold)
+    FlowSpan.objects.filter(pk=span.pk).update(ended=time.time())
+    return started
+
+
+def fenced_span(run_id: str, key: str, hold: float) -> float:
+    """The same, recorded in the step's fenced checkpoint transaction: kept only if
+    this turn still owned the run (a frozen worker that wakes after a takeover
+    adds none). Serialises steps on SQLite (one writer): PostgreSQL, MariaDB."""
+    started = time.time()
+    time.sleep(hold)
+    FlowSpan.objects.create(
+        run_id=run_id, key=key, pid=os.getpid(), started=started, ended=time.time()
+    )
+    return started
+
+
+def flow_work(
+    ctx: Context, key: str, hold: float = 0.1, turns: int = 2, fenced: bool = False
+) -> int:
+    """``turns`` turns (a short durable sleep between them), each holding its
+    queue's slot for ``hold`` seconds (docs/flow-control.md); started with
+    ``queue=`` and ``concurrency_key=key`` by the flow-control tests."""
+    for turn in range(turns):
+        if turn:
+            ctx.sleep(0.05)
+        if fenced:
+            ctx.step(
+                fenced_span, ctx.workflow_id, key, hold, name=f"span-{turn}", transactional=True
+            )
+        else:
+            ctx.step(flow_span, ctx.workflow_id, key, hold, name=f"span-{turn}")
+    return turns
+
+
 WORKFLOWS = {
     "it.chaos": chaos,
     "it.chaos_child": chaos_child,
@@ -237,6 +280,7 @@ WORKFLOWS = {
     "it.tree": tree,
     "it.tree_leaf": tree_leaf,
     "it.patchable": patchable,
+    "it.flow_work": flow_work,
 }
 VERSIONS = {1: versioned_v1, 2: versioned_v2}
 

@@ -62,6 +62,15 @@ class Command(BaseCommand):
             "of the configured WeftTaskBackends; docs/tasks.md)",
         )
         parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            default=None,
+            metavar="NAME",
+            help="claim new runs of this flow-control queue only (repeatable; default: "
+            "every queue; docs/flow-control.md)",
+        )
+        parser.add_argument(
             "--no-schedules",
             action="store_false",
             dest="schedules",
@@ -92,6 +101,8 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         if options["task_queues"]:
             select_task_queues(options["task_queues"])
+        if options["queues"]:
+            select_queues(options["queues"])
         unmigrated = worker_migration_problem()  # weft.E018: never start on old tables
         if unmigrated:
             raise CommandError(
@@ -125,6 +136,21 @@ class Command(BaseCommand):
                 f"{worker.watch.exit_after:g}s, so it may have been deposed. A process "
                 "supervisor (systemd, Kubernetes, ...) should start it again."
             )
+
+
+def select_queues(names: list[str]) -> None:
+    """``--queue``: claim new runs of these flow-control queues only."""
+    from ...flow.settings import queues
+    from ...runtime import registry
+
+    known = set(queues())
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise CommandError(
+            f"--queue {', '.join(unknown)}: not a queue of WEFT['QUEUES'] (the queues are: "
+            f"{', '.join(sorted(known))})."
+        )
+    registry.serve_queues(names)
 
 
 def select_task_queues(queues: list[str]) -> None:

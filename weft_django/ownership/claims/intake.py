@@ -36,9 +36,10 @@ from typing import Any
 
 from django.db import connections
 
-from ...models import Claim, WorkflowRun, db_for
+from ...models import Claim, RunStatus, WorkflowRun, db_for
 from ..passes.scans import pending_due_sql
 from .first import insert_first_claims
+from .priority import PRIORITY_INDEX, FlowBudget, by_priority
 from .registry import ClaimRegistry
 from .results import Acquired
 from .served import served_sql
@@ -61,6 +62,15 @@ class Candidate:
     holder_id: str | None
     #: Its place in the queue: (branch, start_at, created_at), as read (for paging).
     key: tuple[Any, ...] = ()
+    priority: int = 0
+    queue: str = "default"
+    concurrency_key: str | None = None
+    #: Read by the priority branch (not part of a page of the ready queue).
+    fast_lane: bool = False
+
+    def due_since(self) -> Any:
+        """When it became due: its start time, else its creation."""
+        return self.key[1] if self.key and self.key[1] is not None else self.key[2]
 
 
 #: The ready queue's index (models.WorkflowRun.Meta.indexes, migration 0007).
@@ -118,8 +128,33 @@ def _branch_sql(connection: Any, names_sql: str, *, scheduled: bool, after: Afte
     return (
         f"SELECT {run_id}, (SELECT c.{quote('epoch')} {own_claim}), "
         f"(SELECT c.{quote('holder_id')} {own_claim}), {int(scheduled)}, {start_at}, "
-        f"{created_at} FROM {run} r{_ready_index_hint(connection)} WHERE {' AND '.join(where)} "
-        f"ORDER BY {order} LIMIT %s"
+        f"{created_at}, {_flow_columns(connection)} FROM {run} r{_ready_index_hint(connection)} "
+        f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s"
+    )
+
+
+def _flow_columns(connection: Any) -> str:
+    quote = connection.ops.quote_name
+    return ", ".join(f"r.{quote(c)}" for c in ("priority", "queue", "concurrency_key"))
+
+
+def _priority_sql(connection: Any, names_sql: str) -> str:
+    """The fast lane: due pending runs of a positive priority, highest first, read
+    off ``weft_run_priority_idx`` (status, -priority, created_at, id)."""
+    quote = connection.ops.quote_name
+    run, claim = quote(WorkflowRun._meta.db_table), quote(Claim._meta.db_table)
+    run_id = f"r.{quote('id')}"
+    start_at, created_at = f"r.{quote('start_at')}", f"r.{quote('created_at')}"
+    priority = f"r.{quote('priority')}"
+    own_claim = f"FROM {claim} c WHERE c.{quote('workflow_id')} = {run_id}"
+    hint = f" INDEXED BY {quote(PRIORITY_INDEX)}" if connection.vendor == "sqlite" else ""
+    return (
+        f"SELECT {run_id}, (SELECT c.{quote('epoch')} {own_claim}), "
+        f"(SELECT c.{quote('holder_id')} {own_claim}), 2, {start_at}, {created_at}, "
+        f"{_flow_columns(connection)} FROM {run} r{hint} "
+        f"WHERE r.{quote('status')} = '{RunStatus.PENDING.value}' AND {priority} > 0 "
+        f"AND ({start_at} IS NULL OR {start_at} <= %s) AND {names_sql} "
+        f"ORDER BY r.{quote('status')}, {priority} DESC, {created_at}, {run_id} LIMIT %s"
     )
 
 
@@ -143,6 +178,8 @@ def window_statement(
     names: Collection[str],
     limit: int,
     pages: dict[bool, After],
+    *,
+    priority: bool = False,
 ) -> tuple[str, list[Any]]:
     """One statement reading a page of each branch in ``pages`` (scheduled? ->
     where its page starts): ``limit`` rows at most per branch. ``names`` given
@@ -154,8 +191,12 @@ def window_statement(
         _unindexed(connection, "r." + quote("workflow_name")),
         "r." + quote("workflow_version"),
         names,
+        queue_column=_unindexed(connection, "r." + quote("queue")),
     )
     parts, params = [], []
+    if priority:
+        parts.append(_priority_sql(connection, names_sql))
+        params += [stamp, *names_params, limit]
     for scheduled, after in sorted(pages.items()):
         parts.append(_branch_sql(connection, names_sql, scheduled=scheduled, after=after))
         params += _branch_params(stamp, names_params, limit, scheduled=scheduled, after=after)
@@ -172,6 +213,7 @@ def ready_window(
     *,
     pages: dict[bool, After] | None = None,
     using: str | None = None,
+    priority: bool = False,
 ) -> list[Candidate]:
     """Up to ``limit`` due pending runs of ``names`` per branch, in queue order
     (runs without a start time, then those whose start time has come), each
@@ -181,14 +223,28 @@ def ready_window(
         return []
     connection = connections[db_for(using)]
     sql, params = window_statement(
-        connection, now, names, limit, {False: None, True: None} if pages is None else pages
+        connection,
+        now,
+        names,
+        limit,
+        {False: None, True: None} if pages is None else pages,
+        priority=priority,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [
-        Candidate(run_id, epoch, holder, (bool(branch), start, created))
-        for run_id, epoch, holder, branch, start, created in rows
+        Candidate(
+            run_id,
+            epoch,
+            holder,
+            (bool(branch == 1), start, created),
+            priority=prio,
+            queue=queue,
+            concurrency_key=key,
+            fast_lane=branch == 2,
+        )
+        for run_id, epoch, holder, branch, start, created, prio, queue, key in rows
     ]
 
 
@@ -202,14 +258,20 @@ def claim_ready(
     won: list[str] = []
     limit = WINDOW_FACTOR * capacity
     pages: dict[bool, After] = {False: None, True: None}
-    for _ in range(MAX_WINDOWS):
+    budget = FlowBudget(claims.using)
+    for page in range(MAX_WINDOWS):
         if len(won) >= capacity or claims.disposing or not pages:
             break
-        window = ready_window(now, names, limit, pages=pages, using=claims.using)
-        fresh = [c for c in window if claims.may_take(c.run_id)]
+        window = ready_window(now, names, limit, pages=pages, using=claims.using, priority=not page)
+        seen: set[str] = set()
+        fresh = []
+        for c in by_priority(window, now):
+            if c.run_id not in seen and claims.may_take(c.run_id) and budget.admits(c):
+                fresh.append(c)
+            seen.add(c.run_id)
         won += _claim_window(claims, fresh, capacity - len(won))
         for scheduled in list(pages):
-            rows = [c for c in window if c.key[0] == scheduled]
+            rows = [c for c in window if c.key[0] == scheduled and not c.fast_lane]
             if len(rows) < limit:
                 del pages[scheduled]  # this branch has no more due runs
             else:
@@ -225,6 +287,7 @@ def _claim_window(claims: ClaimRegistry, candidates: list[Candidate], free: int)
     won: list[str] = []
     new = [c.run_id for c in candidates if c.epoch is None]
     released = [c for c in candidates if c.epoch is not None and c.holder_id is None]
+    # (Both lists keep the candidates' order: priority first, then due time.)
     while new and len(won) < free:
         batch, new = new[: free - len(won)], new[free - len(won) :]
         if claims.disposing:

@@ -20,19 +20,27 @@ class Served(frozenset[str]):
     """Workflow names (the set's members) with the versions served of each."""
 
     versions: Mapping[str, frozenset[int]]
+    #: The flow-control queues served (None: every queue), ``weft_worker --queue``.
+    queues: frozenset[str] | None
 
-    def __new__(cls, pairs: Iterable[tuple[str, int]]) -> Served:
+    def __new__(
+        cls, pairs: Iterable[tuple[str, int]], *, queues: Iterable[str] | None = None
+    ) -> Served:
         versions: dict[str, set[int]] = {}
         for name, version in pairs:
             versions.setdefault(name, set()).add(int(version))
         served = super().__new__(cls, versions)
         served.versions = {name: frozenset(found) for name, found in versions.items()}
+        served.queues = frozenset(queues) if queues is not None else None
         return served
 
     @classmethod
-    def of(cls, versions: Mapping[str, Iterable[int]]) -> Served:
+    def of(
+        cls, versions: Mapping[str, Iterable[int]], *, queues: Iterable[str] | None = None
+    ) -> Served:
         """From ``name -> versions`` (as ``registry.registered_versions()`` gives)."""
-        return cls((name, version) for name, found in versions.items() for version in found)
+        pairs = ((name, version) for name, found in versions.items() for version in found)
+        return cls(pairs, queues=queues)
 
     def pairs(self) -> list[tuple[str, int]]:
         """The (name, version) pairs served, sorted."""
@@ -54,7 +62,11 @@ def admits(names: Collection[str], name: str, version: int | None) -> bool:
 
 
 def served_sql(
-    connection: Any, name_column: str, version_column: str, names: Collection[str]
+    connection: Any,
+    name_column: str,
+    version_column: str,
+    names: Collection[str],
+    queue_column: str | None = None,
 ) -> tuple[str, list[Any]]:
     """A WHERE condition (and its parameters) for runs of ``names``: per name,
     its versions when ``names`` is a :class:`Served` (one clause per set of
@@ -63,6 +75,16 @@ def served_sql(
     ordered = sorted(names)
     if not isinstance(names, Served):
         return f"{name_column} IN ({', '.join(['%s'] * len(ordered))})", list(ordered)
+    sql, params = _versions_sql(name_column, version_column, names)
+    if queue_column is not None and names.queues is not None:
+        queues = sorted(names.queues)
+        sql = f"{sql} AND {queue_column} IN ({', '.join(['%s'] * len(queues))})"
+        params += queues
+    return sql, params
+
+
+def _versions_sql(name_column: str, version_column: str, names: Served) -> tuple[str, list[Any]]:
+    ordered = sorted(names)
     # Names that have the same versions share one clause: with every name at
     # version 1 (the common case) the condition is ``name IN (...) AND version IN (1)``.
     groups: dict[tuple[int, ...], list[str]] = {}
