@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 import weft_django as weft
 from weft_django import FlowControlError
@@ -96,3 +98,41 @@ def test_start_stores_queue_priority_and_key(db: None) -> None:
         ("payments", 100, None),
         ("open", 0, None),
     ]
+
+
+def test_a_start_with_flow_control_is_still_one_statement(db: None) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        weft.start("tests.flow.in_payments", workflow_id="one", priority=7, concurrency_key="k")
+    assert len(queries.captured_queries) == 1, [q["sql"] for q in queries.captured_queries]
+    run = WorkflowRun.objects.get(pk="one")
+    assert (run.queue, run.priority, run.concurrency_key) == ("payments", 7, "k")
+
+
+def test_start_many_takes_flow_control_per_request(db: None) -> None:
+    requests = [
+        weft.StartRequest("tests.flow.one_step", workflow_id=f"m{index}", priority=index)
+        for index in range(3)
+    ] + [weft.StartRequest("tests.flow.in_payments", workflow_id="m3", concurrency_key="c")]
+    weft.start_many(requests)
+    rows = WorkflowRun.objects.order_by("pk").values_list("queue", "priority", "concurrency_key")
+    assert list(rows) == [
+        ("default", 0, None),
+        ("default", 1, None),
+        ("default", 2, None),
+        ("payments", 0, "c"),
+    ]
+    bad = [
+        weft.StartRequest("tests.flow.one_step", workflow_id="ok"),
+        weft.StartRequest("tests.flow.one_step", workflow_id="bad", priority=101),
+    ]
+    with pytest.raises(weft.StartManyError) as raised:
+        weft.start_many(bad)
+    assert isinstance(raised.value.errors[1], FlowControlError)
+    assert not WorkflowRun.objects.filter(pk__in=["ok", "bad"]).exists()
+
+
+def test_retry_keeps_the_runs_flow_control(db: None) -> None:
+    weft.start("tests.flow.in_payments", workflow_id="old", priority=-5, concurrency_key="k")
+    weft.cancel("old", reason="test")
+    new = WorkflowRun.objects.get(pk=weft.retry("old", new_id="new").id)
+    assert (new.queue, new.priority, new.concurrency_key) == ("payments", -5, "k")
