@@ -170,8 +170,10 @@ def test_operator_signals_a_held_run_from_the_admin(
     browser.execute_script("arguments[0].scrollIntoView();", timeline)
     browser.save_screenshot(str(shots / "admin-run-completed.png"))
     assert weft.result(run_id, timeout=0)["status"] == "approved"
-    # A completed run offers no operation.
-    assert browser.find_elements(By.CSS_SELECTOR, "#weft-operate .weft-no-operations")
+    # A completed run offers no operation on itself, only a fork (a new run).
+    assert not browser.find_elements(By.CSS_SELECTOR, "#weft-operate .weft-no-operations")
+    assert browser.find_elements(By.CSS_SELECTOR, "#weft-recover a.weft-fork")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#weft-recover a.weft-retry")
     assert not browser.find_elements(By.ID, "weft-signal-form")
     assert not browser.find_elements(By.CSS_SELECTOR, ".weft-cancel, .weft-suspend")
 

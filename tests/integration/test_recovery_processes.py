@@ -43,6 +43,9 @@ def test_retry_and_fork_run_on_a_worker(workers, wait):
     assert WorkflowRun.objects.get(pk="retried").origin_id == "broken"
 
 
+NAP_S = 6.0
+
+
 def test_cancel_with_children_across_workers_with_a_frozen_holder(workers, wait):
     """Root and middle node held by one worker, the leaf by another, frozen in
     the leaf's slow step across the cancel."""
@@ -50,7 +53,9 @@ def test_cancel_with_children_across_workers_with_a_frozen_holder(workers, wait)
     leaves = workers.start("leaves", ready=False, WEFT_IT_WORKFLOWS="it.tree_leaf")
     workers.wait_ready(nodes)
     workers.wait_ready(leaves)
-    weft.start("it.tree", 3, 2.0, workflow_id="t")
+    # The leaf's slow step lasts long enough for its holder to be frozen inside
+    # it even on a loaded machine (CI runs several suites at once on 2 cores).
+    weft.start("it.tree", 3, NAP_S, workflow_id="t")
     leaf, middle = "t/child-1/child-1", "t/child-1"
     parked = WorkflowRun.objects.filter(status=RunStatus.WAITING)
     wait(lambda: parked.count() == 3, 30, what="the tree to park")
@@ -79,7 +84,11 @@ def test_cancel_with_children_across_workers_with_a_frozen_holder(workers, wait)
     statuses = dict(WorkflowRun.objects.values_list("pk", "status"))
     assert statuses == {pk: RunStatus.CANCELLED for pk in ("t", middle, leaf)}
     # The leaf's slow step ends: its checkpoint is refused, the worker drops it.
-    wait(lambda: f"deposed from {leaf}" in leaves.log(), 10, what="the leaf's holder to drop it")
+    wait(
+        lambda: f"deposed from {leaf}" in leaves.log(),
+        NAP_S + 10,
+        what="the leaf's holder to drop it",
+    )
     time.sleep(0.3)
     assert rows(leaf) == []  # the leaf's checkpoint is fenced out: no step of it ran after
     assert rows("t") == rows(middle) == ["enter"]
