@@ -161,13 +161,12 @@ def test_the_example_settings_pass_the_checks() -> None:
 
 
 @needs_tasks
-def test_priority_is_refused_at_validation() -> None:
-    from django.tasks.exceptions import InvalidTask
-
+@pytest.mark.django_db
+def test_priority_is_stored_on_the_run() -> None:
     from example_project.orders import background
 
-    with pytest.raises(InvalidTask, match="priority"):
-        background.send_receipt.using(priority=10)
+    result = background.send_receipt.using(priority=10).enqueue(1, "x@example.com")
+    assert WorkflowRun.objects.get(pk=result.id).priority == 10
 
 
 @needs_tasks
