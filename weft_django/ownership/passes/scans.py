@@ -137,7 +137,7 @@ def _woken_page(
     sql = _woken_sql(using, column, due=now is not None, after=after is not None, size=size)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+        return [tuple(row) for row in cursor.fetchall()]
 
 
 @dataclass
