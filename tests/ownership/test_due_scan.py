@@ -214,7 +214,7 @@ def test_postgresql_takes_released_due_runs_by_key_not_by_scanning(make_engine) 
             # Anything else is looked up by the keys of the due runs (a page's row,
             # or the ids the page found): the primary keys, or the claims'
             # (holder, workflow_id) index seeked on both.
-            keyed = ("= ANY" in cond) or (f"{run_table}.id" in cond)
+            keyed = ("= ANY" in cond) or (f"{run_table}.id" in cond) or ("(r.id)" in cond)
             by_key = (f"{claim_table}_pkey", f"{run_table}_pkey", "weft_claim_holder_wid_idx")
             assert index in by_key, (sql, index)
             assert keyed and ("workflow_id" in cond or "id" in cond), (sql, cond)
