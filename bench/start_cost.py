@@ -20,7 +20,9 @@ End to end (``--e2e`` tasks, PostgreSQL only, another scratch database):
 ``--workers`` ``weft_worker`` processes x ``--concurrency`` threads are
 started and registered first, then one process enqueues the tasks as fast as
 it can; tasks/s is the count over the window from the first run's
-``created_at`` to the last one's ``finished_at``.
+``created_at`` to the last one's ``finished_at``, and worker CPU ms/task the
+user + system CPU all the workers' processes used from the first enqueue to
+the last task's end (``/proc``; Linux), per task.
 
 django-tasks-db (optional) runs the same ``@task`` in an interpreter of its
 own (``--dtdb-python`` or ``WEFT_BENCH_DTDB_PYTHON``; e.g. ``python3.12 -m venv
@@ -67,6 +69,19 @@ from _common import (
 COUNT_CALLS = 50
 BULK_CALL = 1000
 TIMING = {"WEFT_TICK_INTERVAL": "0.25"}
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` have used so far (Linux's
+    ``/proc/<pid>/stat``; 0 elsewhere)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def count_cost(captured: list[dict[str, Any]], in_transaction: bool = False) -> tuple[int, int]:
@@ -146,6 +161,8 @@ def e2e_child(url: str, args: argparse.Namespace) -> None:
             workers.wait_ready(
                 workers.start(f"w{index}", concurrency=args.concurrency, **TIMING, **extra), 120
             )
+        pids = [process.pid for process in workers.started]
+        cpu_before = cpu_seconds(pids)
         began = time.perf_counter()
         for _ in range(args.e2e):
             noop.enqueue()
@@ -157,11 +174,17 @@ def e2e_child(url: str, args: argparse.Namespace) -> None:
             interval=0.2,
             what="every task to complete",
         )
+        worker_cpu = cpu_seconds(pids) - cpu_before
     finally:
         workers.kill_all()
     window = runs.aggregate(first=Min("created_at"), last=Max("finished_at"))
     seconds = (window["last"] - window["first"]).total_seconds()
-    result = {"tasks": args.e2e, "seconds": seconds, "enqueue_per_s": args.e2e / enqueue_s}
+    result = {
+        "tasks": args.e2e,
+        "seconds": seconds,
+        "enqueue_per_s": args.e2e / enqueue_s,
+        "worker_cpu_ms": worker_cpu / args.e2e * 1e3,
+    }
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -219,9 +242,12 @@ from django.db import connection
 from django.db.models import Max, Min
 from django.test.utils import CaptureQueriesContext
 from django_tasks_db.models import DBTaskResult
+from pathlib import Path
 from benchapp.tasks import noop
 
 {count_cost}
+
+{cpu_seconds}
 
 role, count = sys.argv[1], int(sys.argv[2])
 if role == "cost":
@@ -239,6 +265,8 @@ if role == "cost":
         "statements": statements / {count_calls}, "commits": commits / {count_calls},
     }}), flush=True)
 else:  # e2e: the workers are running
+    pids = [int(pid) for pid in os.environ.get("WEFT_BENCH_WORKER_PIDS", "").split(",") if pid]
+    cpu_before = cpu_seconds(pids)
     began = time.perf_counter()
     for _ in range(count):
         noop.enqueue()
@@ -248,10 +276,12 @@ else:  # e2e: the workers are running
         if time.monotonic() > deadline:
             sys.exit("timed out")
         time.sleep(0.2)
+    worker_cpu = cpu_seconds(pids) - cpu_before
     window = DBTaskResult.objects.aggregate(first=Min("enqueued_at"), last=Max("finished_at"))
     seconds = (window["last"] - window["first"]).total_seconds()
     print("RESULT " + json.dumps({{
         "tasks": count, "seconds": seconds, "enqueue_per_s": count / enqueue_s,
+        "worker_cpu_ms": worker_cpu / count * 1e3,
     }}), flush=True)
 """
 
@@ -287,7 +317,9 @@ def dtdb_project() -> Path:
         "execute_from_command_line(sys.argv)\n"
     )
     driver = DTDB_DRIVER.format(
-        count_cost=textwrap.dedent(inspect.getsource(count_cost)), count_calls=COUNT_CALLS
+        count_cost=textwrap.dedent(inspect.getsource(count_cost)),
+        cpu_seconds=textwrap.dedent(inspect.getsource(cpu_seconds)),
+        count_calls=COUNT_CALLS,
     )
     (root / "driver.py").write_text(driver)
     return root
@@ -314,6 +346,7 @@ def run_dtdb(
             for index in range(args.dtdb_workers)
         ]
         time.sleep(3)  # let them start
+        env["WEFT_BENCH_WORKER_PIDS"] = ",".join(str(worker.pid) for worker in workers)
     try:
         done = subprocess.run(
             [python, "driver.py", role, str(count), str(args.timeout)],
@@ -435,9 +468,16 @@ def main() -> None:
             f"django-tasks-db: {args.dtdb_workers} db_worker processes)"
         )
         print_table(
-            ["system", "tasks", "window (s)", "tasks/s", "enqueued/s"],
+            ["system", "tasks", "window (s)", "tasks/s", "enqueued/s", "worker CPU ms/task"],
             [
-                (s, int(r["tasks"]), r["seconds"], r["tasks"] / r["seconds"], r["enqueue_per_s"])
+                (
+                    s,
+                    int(r["tasks"]),
+                    r["seconds"],
+                    r["tasks"] / r["seconds"],
+                    r["enqueue_per_s"],
+                    r["worker_cpu_ms"],
+                )
                 for s, r in ends
             ],
         )

@@ -370,7 +370,9 @@ def register_queue(queue: str) -> None:
 
 
 def execute(ctx: Context, module_path: str, alias: str, args: list[Any], kwargs: dict) -> Any:
-    """The built-in workflow: one checkpointed step per attempt, durable waits between."""
+    """The built-in workflow: one checkpointed step per attempt, durable waits
+    between. A run that succeeds at once is one statement for the worker after
+    its claim: the attempt's event, the result, the finish and the release."""
     backend = task_backends[alias]
     if not isinstance(backend, WeftTaskBackend):
         raise TaskNotAllowedError(f"task backend {alias!r} is not a WeftTaskBackend")
@@ -379,7 +381,9 @@ def execute(ctx: Context, module_path: str, alias: str, args: list[Any], kwargs:
     attempt = 0
     while True:
         attempt += 1
-        outcome = ctx.step(
+        # The turn ends right after the attempt (a return, a TaskFailedError or a
+        # sleep before the next): its checkpoint goes out with that write.
+        outcome = ctx._last_step(
             _attempt,
             backend,
             task,

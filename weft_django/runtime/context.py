@@ -130,6 +130,28 @@ class Context:
         """Run ``fn`` once; its JSON result is checkpointed and replayed.
 
         ``name`` (default ``fn``'s ``module.qualname``) is an id (``InvalidIdError``)."""
+        return self._step(fn, args, kwargs, name, retry, transactional, self._record)
+
+    def _last_step(self, fn: Callable[..., Any], *args: Any, name: str, **kwargs: Any) -> Any:
+        """A step after which the workflow ends its turn at once (returns, raises
+        or sleeps; the Tasks backend's attempt): its event is not committed on its
+        own but buffered, and goes out with the turn's last write (the finish or
+        the park) in the same fenced statement. One commit per turn instead of
+        two; nothing runs between the step and that write but the workflow's
+        return, so a crash re-runs the step exactly when it would have (before
+        its result is durable)."""
+        return self._step(fn, args, kwargs, name, None, False, self._replay.buffer.append)
+
+    def _step(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str | None,
+        retry: RetryPolicy | None,
+        transactional: bool,
+        record: Callable[[Event], None],
+    ) -> Any:
         self._turn.check_halt()
         step_name = check_id(name or _fn_name(fn), "step name", EVENT_NAME)
         attempt = retry_wait.replay_waits(self._replay, step_name, self._now, self._deliver_updates)
@@ -180,10 +202,10 @@ class Context:
                 info = error_info(exc, with_traceback=False)
                 info["attempts"] = attempt
                 event.error = info
-                self._record(event)
+                record(event)
                 raise StepFailedError(step_name, info["type"], info["message"]) from exc
             event.result = value
-            self._record(event)
+            record(event)
             return value
 
     # -- recorded values ----------------------------------------------------------

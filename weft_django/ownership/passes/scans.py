@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from ...models import ACTIVE_STATUSES, Claim, RunStatus, WorkflowRun, db_for
 
@@ -89,29 +89,85 @@ STARTED_STATUSES = (RunStatus.RUNNING, RunStatus.WAITING)
 WOKEN_PAGE = 64
 
 
-def _holder() -> Subquery:
-    """The run's claim holder, as a scalar subquery in the select list: read by
-    primary key for the rows returned only."""
-    return Subquery(Claim.objects.filter(workflow_id=OuterRef("pk")).values("holder_id")[:1])
+def _woken_sql(using: str, column: str, *, due: bool, after: bool, size: int) -> str:
+    """The SQL of one page of :func:`woken`: written by hand (the fast tick runs it
+    on every wake-up, where building it with the ORM cost more than the read).
+    (id, status, workflow name, holder, ``column``) of the runs with ``column``
+    set (``due``: at most ``now``, one ``%s``), after the keyset ``after`` (three
+    ``%s``: value, value, id), in ``(column, id)`` order. The holder is a scalar
+    subquery per returned row (read by primary key); the filter is on ``column``
+    alone, so the statement walks that column's index in order up to ``size``
+    rows whatever the statistics say (a filter on the status or the holder in
+    SQL would let a planner with a stale estimate scan the table instead)."""
+    key = (using, column, due, after, size)
+    sql = _WOKEN_SQL.get(key)
+    if sql is not None:
+        return sql
+    quote = connections[using].ops.quote_name
+    run, claim = quote(WorkflowRun._meta.db_table), quote(Claim._meta.db_table)
+    pk, col = quote("id"), quote(column)
+    where = f"r.{col} <= %s" if due else f"r.{col} IS NOT NULL"
+    if after:
+        where += f" AND (r.{col} > %s OR (r.{col} = %s AND r.{pk} > %s))"
+    sql = (
+        f"SELECT r.{pk}, r.{quote('status')}, r.{quote('workflow_name')}, "
+        f"(SELECT c.{quote('holder_id')} FROM {claim} c WHERE c.{quote('workflow_id')} = r.{pk}"
+        f" LIMIT 1), r.{col} FROM {run} r WHERE {where} ORDER BY r.{col}, r.{pk} LIMIT {int(size)}"
+    )
+    _WOKEN_SQL[key] = sql
+    return sql
+
+
+_WOKEN_SQL: dict[tuple[str, str, bool, bool, int], str] = {}
 
 
 def _woken_page(
-    runs: QuerySet[WorkflowRun], column: str, after: tuple[Any, str] | None, size: int
+    using: str, column: str, now: datetime | None, after: tuple[Any, str] | None, size: int
 ) -> list[tuple[str, str, str, str | None, Any]]:
-    """One page of ``runs`` in ``(column, id)`` order after the keyset ``after``:
-    (id, status, workflow name, holder, column value). The statement filters on
-    ``column`` alone, so it walks that column's index in order up to ``size``
-    rows whatever the statistics say (a filter on the status or the holder in
-    SQL would let a planner with a stale estimate scan the table instead)."""
+    """One page of the runs with ``column`` set (at most ``now`` when given) in
+    ``(column, id)`` order after the keyset ``after`` (a row's last two values,
+    as the database returned them): (id, status, workflow name, holder, column
+    value)."""
+    connection = connections[using]
+    params: list[Any] = []
+    if now is not None:
+        params.append(connection.ops.adapt_datetimefield_value(now))
     if after is not None:
-        runs = runs.filter(
-            Q(**{f"{column}__gt": after[0]}) | Q(**{column: after[0], "pk__gt": after[1]})
+        params += [after[0], after[0], after[1]]
+    sql = _woken_sql(using, column, due=now is not None, after=after is not None, size=size)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def _woken_first_pages(
+    using: str, now: datetime, size: int
+) -> dict[str, list[tuple[str, str, str, str | None, Any]]]:
+    """The first page of each kind of :func:`woken` (hinted, then due), both in
+    one statement: each branch the statement of :func:`_woken_sql`, in a
+    derived table of its own (the form every database takes: SQLite allows no
+    ``ORDER BY``/``LIMIT`` in a compound branch), tagged with its kind; each
+    page in ``(column, id)`` order."""
+    key = (using, "", True, False, size)
+    sql = _WOKEN_SQL.get(key)
+    if sql is None:
+        parts = [
+            _woken_sql(using, column, due=due, after=False, size=size)
+            for column, due in (("wake_hint_at", False), ("wake_at", True))
+        ]
+        sql = " UNION ALL ".join(
+            f"SELECT {n} AS k, w{n}.* FROM ({part}) w{n}" for n, part in enumerate(parts)
         )
-    return list(
-        runs.annotate(holder=_holder())
-        .order_by(column, "pk")
-        .values_list("pk", "status", "workflow_name", "holder", column)[:size]
-    )
+        _WOKEN_SQL[key] = sql
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(now)])
+        rows = cursor.fetchall()
+    pages: dict[str, list[tuple[str, str, str, str | None, Any]]] = {}
+    for n, column in enumerate(("wake_hint_at", "wake_at")):
+        page = [tuple(row[1:]) for row in rows if row[0] == n]
+        pages[column] = sorted(page, key=lambda row: (row[4], row[0]))
+    return pages
 
 
 @dataclass
@@ -144,18 +200,19 @@ def woken(
     pass, and now due), which the tick takes at once instead of leaving them
     to the next reclaim pass. The same rows are read either way: finding the
     free ones costs no statement."""
-    kinds = (
-        ("wake_hint_at", _runs(using).filter(wake_hint_at__isnull=False)),
-        ("wake_at", _runs(using).filter(wake_at__lte=now)),
-    )
+    using = db_for(using)
+    kinds = (("wake_hint_at", None), ("wake_at", now))
     held: dict[str, None] = {}
     free: dict[str, None] = {}
     names = frozenset(names)
     size = max(min(limit, WOKEN_PAGE), 1)
-    for column, runs in kinds:
+    first = _woken_first_pages(using, now, size)  # one statement for the usual case
+    for column, due in kinds:
         after: tuple[Any, str] | None = None
         while len(held) + len(free) < limit:
-            page = _woken_page(runs, column, after, size)
+            page = (
+                first.pop(column) if after is None else _woken_page(using, column, due, after, size)
+            )
             for run_id, status, name, holder, _value in page:
                 if holder == engine_id and status in ACTIVE_STATUSES:
                     held[run_id] = None
