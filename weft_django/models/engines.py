@@ -177,16 +177,28 @@ class GlobalLease(models.Model):
         return f"global lease @{self.epoch}"
 
 
-class PrunerLease(models.Model):
-    """The single-row lease of the optional worker prune pass: at most one pruner
-    at a time across the store. ``token`` is bumped on every acquisition and
-    fences renewals and the release (conditional UPDATEs checked by rowcount)."""
+class TokenLease(models.Model):
+    """A single-row lease fenced by a token (abstract): ``token`` is bumped on
+    every acquisition and fences renewals and the release (conditional UPDATEs
+    checked by rowcount); each subclass names its own singleton constraints."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
     token = models.BigIntegerField(default=0)
     holder = models.CharField(max_length=64, blank=True, default="")
     acquired_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self._meta.verbose_name} @{self.token} {self.holder or '(free)'}"
+
+
+class PrunerLease(TokenLease):
+    """The single-row lease of the optional worker prune pass: at most one pruner
+    at a time across the store."""
+
 
     class Meta:
         verbose_name = _("pruner lease")
@@ -196,6 +208,3 @@ class PrunerLease(models.Model):
                 condition=Q(token__gte=0), name="weft_pruner_lease_token_nonnegative"
             ),
         ]
-
-    def __str__(self) -> str:
-        return f"pruner lease @{self.token} {self.holder or '(free)'}"

@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from .engines import TokenLease
+
 
 class Schedule(models.Model):
     """The firing state of one declared schedule (synced from code and settings)."""
@@ -54,16 +56,11 @@ class Schedule(models.Model):
         return f"{self.name} ({self.cron} {self.timezone})"
 
 
-class ScheduleLease(models.Model):
+class ScheduleLease(TokenLease):
     """The single-row lease of the schedule-firing pass: at most one firer at a
-    time across the store. ``token`` is bumped on every acquisition; every
-    firing renews the lease at its token in the firing's own transaction."""
+    time across the store; every firing renews the lease at its token in the
+    firing's own transaction."""
 
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
-    token = models.BigIntegerField(default=0)
-    holder = models.CharField(max_length=64, blank=True, default="")
-    acquired_at = models.DateTimeField(null=True, blank=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = _("schedule lease")
@@ -73,6 +70,3 @@ class ScheduleLease(models.Model):
                 condition=Q(token__gte=0), name="weft_schedule_lease_token_nonnegative"
             ),
         ]
-
-    def __str__(self) -> str:
-        return f"schedule lease @{self.token} {self.holder or '(free)'}"
