@@ -49,8 +49,12 @@ NAP_S = 6.0
 def test_cancel_with_children_across_workers_with_a_frozen_holder(workers, wait):
     """Root and middle node held by one worker, the leaf by another, frozen in
     the leaf's slow step across the cancel."""
-    nodes = workers.start("nodes", ready=False, WEFT_IT_WORKFLOWS="it.tree,it.tree_leaf")
-    leaves = workers.start("leaves", ready=False, WEFT_IT_WORKFLOWS="it.tree_leaf")
+    # Claims that outlive the test's freezes (a takeover of the frozen leaf by the
+    # nodes' worker, which can run it too, would finish the tree before the cancel
+    # on a loaded machine); pickups go through the fast tick.
+    slow = {"WEFT_CLAIM_TTL": "60", "WEFT_CLAIM_RENEW_INTERVAL": "20"}
+    nodes = workers.start("nodes", ready=False, WEFT_IT_WORKFLOWS="it.tree,it.tree_leaf", **slow)
+    leaves = workers.start("leaves", ready=False, WEFT_IT_WORKFLOWS="it.tree_leaf", **slow)
     workers.wait_ready(nodes)
     workers.wait_ready(leaves)
     # The leaf's slow step lasts long enough for its holder to be frozen inside
