@@ -67,6 +67,7 @@ LAYER_OF_PATH = {
     "flow.settings": "storage",
     "flow.slots": "ownership",
     "flow.rate": "ownership",
+    "flow.admission": "ownership",
     "flow.overview": "ownership",
     "flow.metrics": "ownership",
     "flow": "runtime",

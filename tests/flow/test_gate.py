@@ -4,12 +4,19 @@ window, its slots freed when it ends (a parked run holds none), RetryAfter."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 import weft_django as weft
 from weft_django.flow.slots import slots_in_use, take_slot
-from weft_django.models import RunStatus, WorkflowEvent, WorkflowRun
+from weft_django.models import QueueSlot, RunStatus, WorkflowEvent, WorkflowRun
 from weft_django.ownership import Acquired
 from weft_django.ownership.claims.registry import ClaimRegistry
+from weft_django.runtime.engine import TurnOutcome
 from weft_django.testing import WorkflowDriver
 
 from . import workflows
@@ -98,3 +105,66 @@ def test_retry_after_with_no_attempt_left_fails_the_step(driver: WorkflowDriver)
     driver.advance(31)
     assert WorkflowRun.objects.get(pk="rb").status == RunStatus.FAILED
     assert workflows.STATE["calls"] == 2
+
+
+@pytest.mark.postgres
+def test_a_limited_turn_costs_one_statement_more_and_its_last_write_frees_its_slot(
+    driver: WorkflowDriver,
+) -> None:
+    """On PostgreSQL a limited turn adds one statement, its admission; the
+    release of its slot rides in its park or finish statement."""
+    weft.start("tests.flow.one_step", workflow_id="warm", queue="payments")
+    driver.run_until_idle()  # the queue's slot rows are made on first use
+
+    def statements(
+        workflow_id: str, queue: str, workflow: str = "tests.flow.one_step"
+    ) -> list[str]:
+        weft.start(workflow, workflow_id=workflow_id, queue=queue)
+        with CaptureQueriesContext(connection) as queries:
+            driver.run_until_idle()
+        return [query["sql"] for query in queries.captured_queries]
+
+    free, limited = statements("free", "open"), statements("limited", "payments")
+    assert weft.result("limited", timeout=0) == 0
+    assert len(limited) == len(free) + 1
+    assert not [sql for sql in limited if sql.startswith('UPDATE "weft_django_queueslot"')]
+    assert slots_in_use("default") == {}
+    parked = statements("parked", "payments", "tests.flow.pay_then_sleep")
+    assert WorkflowRun.objects.get(pk="parked").status == RunStatus.WAITING
+    assert not [sql for sql in parked if sql.startswith('UPDATE "weft_django_queueslot"')]
+    assert slots_in_use("default") == {}
+    assert not QueueSlot.objects.filter(run_id__isnull=False).exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.mysql
+def test_a_first_turn_admitted_at_pickup_skips_its_admission(driver: WorkflowDriver) -> None:
+    """The intake's batch is admitted with its prefetch (a statement per queue
+    on PostgreSQL, a transaction on MariaDB): the turn then reads no slot and
+    takes none, its last write frees it; a turn that is not due yet frees the
+    one taken for it."""
+    weft.start("tests.flow.one_step", workflow_id="warm", queue="payments")
+    driver.run_until_idle()  # the queue's slot rows are made on first use
+    engine = driver.engine
+    weft.start("tests.flow.one_step", workflow_id="new", queue="payments")
+    later = timezone.now() + timedelta(hours=1)
+    weft.start("tests.flow.one_step", workflow_id="later", queue="payments", start_at=later)
+    for run_id in ("new", "later"):
+        assert isinstance(engine.acquire(run_id), Acquired)
+    engine.prefetch(["new", "later"])
+    assert set(QueueSlot.objects.exclude(run_id=None).values_list("run_id", flat=True)) == {
+        "new",
+        "later",
+    }
+    with CaptureQueriesContext(connection) as queries:
+        assert engine.drive("new") == TurnOutcome.COMPLETED
+    taking = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("WITH g0")  # PostgreSQL's admission
+        or (q["sql"].startswith("SELECT") and "weft_django_queueslot" in q["sql"])
+    ]
+    assert taking == []
+    assert engine.drive("later") == TurnOutcome.NOT_DUE
+    assert not QueueSlot.objects.filter(run_id__isnull=False).exists()
+    assert slots_in_use("default") == {}

@@ -83,6 +83,7 @@ def test_a_checkpoint_maps_to_its_row_of_the_group_statement() -> None:
         "hint_seen": None,
         "running": False,
         "stamp": None,
+        "free_slots": False,
     }
     deadline = T0 + timedelta(hours=1)
     running = FencedWrite.of_checkpoint(fence, Checkpoint([ROW], True, deadline))
@@ -103,16 +104,20 @@ def test_a_park_maps_to_its_row_of_the_group_statement() -> None:
         "hint_seen": hint,
         "running": False,
         "stamp": None,  # clock_timestamp()
+        "free_slots": False,
     }
     off_clock = dataclasses.replace(park, stamp=Stamp(None, lambda: T0))
     assert _row_of(FencedWrite.of_park(fence, off_clock))["stamp"] == T0
+    limited = dataclasses.replace(park, free_slots=True)  # a turn the gate admitted
+    assert _row_of(FencedWrite.of_park(fence, limited))["free_slots"] is True
 
 
 def test_the_group_statement_names_the_columns_of_its_rows() -> None:
     write = FencedWrite.of_checkpoint(Fence("r", "engine-a", 3), Checkpoint([ROW]))
     sql, params = write_many_statement(connection, "engine-a", [write])
     assert sql.startswith(
-        "WITH v (workflow_id, epoch, park, waiting_on, wake_at, hint_seen, running, stamp) "
+        "WITH v (workflow_id, epoch, park, waiting_on, wake_at, hint_seen, running, stamp, "
+        "free_slots) "
         "AS (VALUES (%s, %s::bigint, "
     )
     assert params[: len(V_COLUMNS) + 1] == [*write.values(), "engine-a"]

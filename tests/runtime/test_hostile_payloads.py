@@ -75,3 +75,18 @@ def test_signal_stores_the_payload_exactly_or_refuses_it(payload: Any) -> None:
         return
     stored = WorkflowSignal.objects.get(run_id="hostile").payload
     assert stored == payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"\ud800\udc00": None}, ["\ud800\udc00"], ["a\ud83d\ude00b"]],
+    ids=["pair-as-key", "pair-as-value", "pair-inside"],
+)
+def test_two_surrogate_code_points_are_refused_not_read_back_as_one(payload: Any) -> None:
+    """JSON escapes U+10000 and the two code points U+D800 U+DC00 alike, and reads
+    both back as the one character: the second is not text, so it is refused."""
+    with pytest.raises(weft.PayloadError):
+        weft.start("tests.hostile.waits", payload, workflow_id="pair")
+    assert not WorkflowRun.objects.filter(pk="pair").exists()
+    weft.start("tests.hostile.waits", {"\U00010000": "\U0001f600"}, workflow_id="astral")
+    assert WorkflowRun.objects.get(pk="astral").args == [{"\U00010000": "\U0001f600"}]

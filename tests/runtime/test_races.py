@@ -93,7 +93,13 @@ def test_operator_call_during_the_owners_checkpoint_waits_instead_of_deadlocking
     if verb == "purge":
         assert not WorkflowRun.objects.filter(pk="race1").exists()
         return
-    assert kinds("race1") == [("step", "tx")]
-    assert steplog("race1") == ["tx", "s1"]  # s1 ran; its checkpoint was refused
+    # The operator queued behind the tx checkpoint (had it gone first, tx would
+    # have been refused). Where it lands after that is not FIFO on PostgreSQL:
+    # once the owner commits, the row is momentarily free, and the owner's next
+    # FOR SHARE can take it before the woken operator's backend is scheduled (a
+    # loaded machine). Then s1's checkpoint commits first and the finish is the
+    # refused write. Either way no write lands after the operator's commit.
+    assert kinds("race1") in ([("step", "tx")], [("step", "tx"), ("step", "s1")])
+    assert steplog("race1") == ["tx", "s1"]  # s1 ran once; nothing ran after the verb
     expected = RunStatus.CANCELLED if verb == "cancel" else RunStatus.SUSPENDED
     assert WorkflowRun.objects.get(pk="race1").status == expected

@@ -405,6 +405,8 @@ def tree(ctx: Context, depth: int) -> Any:
         return ctx.start_child("tests.tree", depth - 1).result()
     ctx.wait_for_signal("release")
     return ctx.step(log_step, ctx.workflow_id, "leaf", name="leaf")
+
+
 # -- versions side by side and patching (docs/deploying-code.md) ----------------------
 
 

@@ -2,37 +2,44 @@
 
 Before a turn of a run whose queue has limits executes anything, the engine
 asks :func:`admit`: the queue's slot, the key's slot and the rate tokens are
-taken in **one transaction** (all or none). Refused, the run is deferred
-durably by :func:`defer` (a fenced write): a pending run's ``start_at`` (and
-``wake_at``) move to the time it may try again, a started run's ``wake_at``
-does (its wake hint, if any, is folded into that timer, as a park does); the
-engine keeps the claim and the fast tick finds the run again at that time. No
-thread waits and nothing polls in between:
+taken all or none (one statement on PostgreSQL, :mod:`.admission`; one
+transaction elsewhere). The first turns of a batch of new runs are admitted
+at pickup instead, where they can be (:func:`admit_ahead`). Refused, the run
+is deferred durably by :func:`defer` (a fenced write): a pending run's
+``start_at`` (and ``wake_at``) move to the time it may try again, a started
+run's ``wake_at`` does (its wake hint, if any, is folded into that timer, as
+a park does); the engine keeps the claim and the fast tick finds the run
+again at that time. No thread waits and nothing polls in between:
 
 * refused by the **rate**: it comes back exactly when the window opens;
 * refused for a **slot**: it comes back after :data:`SLOT_RETRY` (a small
   randomised backoff), and the intake meanwhile claims no run of a queue
   (or key) whose slots are all held (:func:`~.budget.claimable`).
 
-The turn's slots are freed by :func:`release` when the turn ends (parked,
-finished, failed, abandoned): one UPDATE by run, engine and epoch, right
-after the turn's last write. Should that statement fail, the slot stays with
-the claim (never with anyone else) and is freed by the next turn's release of
-the same run, by a takeover or a release of the claim, whichever comes first.
+The turn's slots are freed by its last write (its park or its finish: in
+the same statement on PostgreSQL, the same transaction elsewhere;
+``RunWrites.holds_slots``); a turn cut off before that (deposed, stopped, a
+database error) has them freed by :func:`release` right after: one UPDATE by
+run, engine and epoch. Should that fail too, the slot stays with the claim
+(never with anyone else) and is taken again by the run's next turn at that
+epoch, or freed by a takeover or a release of the claim, whichever comes
+first.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import Case, DateTimeField, F, Value, When
 
 from ..exceptions import EngineDeposedError
 from ..models import RunStatus, WorkflowRun
+from .admission import admit_in_one_statement, admit_in_order
 from .metrics import throttled
 from .rate import take_token
 from .settings import QueueLimits, limits_of
@@ -66,33 +73,87 @@ def admit(
     now: datetime,
 ) -> tuple[datetime, str] | None:
     """Take the turn's slots and rate tokens: None when admitted, else (the
-    time to try again, ``"slot"`` or ``"rate"``); nothing is taken then."""
-    key = run.get("concurrency_key")
+    time to try again, ``"slot"`` or ``"rate"``); nothing is taken then.
+
+    On PostgreSQL one statement settles the common cases
+    (:mod:`.admission`); the general path below settles the rest, and is
+    the only one elsewhere."""
+    key = run.get("concurrency_key") or ""
     queue = limits.name
     turn = {"run_id": run["id"], "engine_id": engine_id, "epoch": epoch, "now": now}
     retry = now + timedelta(seconds=SLOT_RETRY * random.uniform(0.5, 1.5))
-    groups = []
-    if limits.concurrency is not None:
-        groups.append(("", limits.concurrency))
-    if key and limits.per_key_concurrency is not None:
-        groups.append((key, limits.per_key_concurrency))
+    groups = limits.groups(key)
+    cells = limits.cells(key)
+    if connections[using].vendor == "postgresql":
+        verdict = admit_in_one_statement(using, queue, groups, cells, **turn)
+        if verdict.admitted:
+            return None
+        if not verdict.general:
+            return (retry, "slot") if verdict.why == "slot" else (verdict.opens or now, "rate")
     try:
         with transaction.atomic(using=using):
             if groups and not take_slots(using, queue, groups, **turn):
                 raise _Refused(retry, "slot")
-            if limits.rate is not None:
-                opens = take_token(using, queue, "", limits.rate, limits.burst, now)
-                if opens is not None:
-                    raise _Refused(opens, "rate")
-            if key and limits.per_key_rate is not None:
-                opens = take_token(
-                    using, queue, key, limits.per_key_rate, limits.per_key_burst, now
-                )
+            for cell_key, rate, burst in cells:
+                opens = take_token(using, queue, cell_key, rate, burst, now)
                 if opens is not None:
                     raise _Refused(opens, "rate")
     except _Refused as refused:
         return refused.until, refused.why
     return None
+
+
+#: The key a first turn's prefetched row carries when its slot and token were
+#: taken at pickup (:func:`admit_ahead`): the claim epoch they were taken at.
+ADMITTED = "flow_admitted"
+
+
+def admit_ahead(
+    using: str,
+    rows: list[dict[str, Any]],
+    epoch_of: Callable[[str], int | None],
+    *,
+    engine_id: str,
+    now: Callable[[], datetime],
+) -> int:
+    """Admit the first turns of runs this engine has just claimed (their
+    prefetched ``rows``), one statement (PostgreSQL) or transaction
+    (MariaDB/MySQL) per limited queue (:func:`~.admission.admit_in_order`), so
+    that those turns skip their own admission. Each row admitted is marked
+    with :data:`ADMITTED` (its epoch); how many were. Runs with per-key
+    limits, and every run on SQLite, are admitted by their turn. ``now`` is
+    called once, when a run is limited."""
+    by_queue: dict[str, list[tuple[dict[str, Any], int]]] = {}
+    for row in rows:
+        limits = limits_for(row)
+        key = row.get("concurrency_key") or ""
+        if limits is None or len(limits.groups(key)) > 1 or len(limits.cells(key)) > 1:
+            continue
+        epoch = epoch_of(row["id"])
+        if epoch is not None:
+            by_queue.setdefault(limits.name, []).append((row, epoch))
+    if not by_queue:
+        return 0
+    admitted = 0
+    at = now()  # read only when a run is of a limited queue
+    for queue, queued in by_queue.items():
+        limits = limits_of(queue)
+        if limits is None:
+            continue
+        cells = limits.cells("")
+        count = admit_in_order(
+            using,
+            queue,
+            limits.concurrency,
+            cells[0] if cells else None,
+            [(row["id"], epoch) for row, epoch in queued],
+            engine_id=engine_id,
+            now=at,
+        )
+        for row, epoch in queued[:count]:
+            row[ADMITTED] = epoch
+        admitted += count
+    return admitted
 
 
 class Host(Protocol):

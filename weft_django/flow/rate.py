@@ -15,6 +15,7 @@ may come back, and the caller parks the run until then.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.db.models import F, Q, Value
@@ -60,3 +61,25 @@ def window_opens(using: str, queue: str, key: str, rate: float, burst: int) -> d
     if not found or found[0] is None:
         return None
     return found[0] - timedelta(seconds=1.0 / rate) * (burst - 1)
+
+
+def tokens_at(tat: datetime | None, now: datetime, rate: float, burst: int) -> int:
+    """How many turns the cell admits at ``now``, one after another: ``burst``
+    when unused, else ``1 + floor((now + tau - max(tat, now)) / T)`` while
+    ``tat <= now + tau``, else none (a millionth of a token absorbs the float
+    error of ``tau / T``). The batch statement of :mod:`.admission` computes
+    the same in SQL."""
+    if tat is None:
+        return burst
+    interval = 1.0 / rate
+    tolerance = interval * (burst - 1)
+    if tat > now + timedelta(seconds=tolerance):
+        return 0
+    ahead = (now + timedelta(seconds=tolerance) - max(tat, now)).total_seconds()
+    return 1 + math.floor(ahead / interval + 0.000001)
+
+
+def moved_tat(tat: datetime | None, now: datetime, rate: float, count: int) -> datetime:
+    """The cell after admitting ``count`` turns at ``now``: ``max(tat, now) + count x T``."""
+    start = now if tat is None or tat < now else tat
+    return start + timedelta(seconds=count / rate)

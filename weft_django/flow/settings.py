@@ -59,6 +59,26 @@ class QueueLimits:
             for value in (self.concurrency, self.per_key_concurrency, self.rate, self.per_key_rate)
         )
 
+    def groups(self, key: str) -> list[tuple[str, int]]:
+        """The slot groups a turn of concurrency key ``key`` ("" for none) takes
+        one slot of: (key, size), the queue's own ("") first."""
+        groups = []
+        if self.concurrency is not None:
+            groups.append(("", self.concurrency))
+        if key and self.per_key_concurrency is not None:
+            groups.append((key, self.per_key_concurrency))
+        return groups
+
+    def cells(self, key: str) -> list[tuple[str, float, int]]:
+        """The rate cells such a turn takes a token of: (key, rate, burst), the
+        queue's own first (the order every admission locks them in)."""
+        cells = []
+        if self.rate is not None:
+            cells.append(("", self.rate, self.burst))
+        if key and self.per_key_rate is not None:
+            cells.append((key, self.per_key_rate, self.per_key_burst))
+        return cells
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "concurrency": self.concurrency,

@@ -20,13 +20,16 @@ epoch)" can never become true again: epochs only go up.
 with whether each holder's claim still names it, then one conditional UPDATE
 on a free row *as read* (its run, engine and epoch unchanged); the row count
 says who won. **Releasing** is one UPDATE on the rows the turn holds, by
-run, engine and epoch.
+run, engine and epoch; on PostgreSQL it is folded into the turn's last write
+(its park or finish statement, :func:`free_sql`). On PostgreSQL the common
+case of taking is one statement too (:mod:`.admission`).
 """
 
 from __future__ import annotations
 
 import random
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Exists, OuterRef, Q
 
@@ -117,13 +120,29 @@ def take_slot(
     )
 
 
+#: A released slot's columns (:func:`release_slots`, and the PostgreSQL
+#: statements that fold the release into a turn's last write: :func:`free_sql`).
+RELEASED = {"run_id": None, "engine_id": "", "epoch": 0, "taken_at": None}
+
+
 def release_slots(using: str, run_id: str, engine_id: str, epoch: int) -> int:
     """Free every slot the turn of ``run_id`` at ``epoch`` holds (how many)."""
     return (
         QueueSlot.objects.using(using)
         .filter(run_id=run_id, engine_id=engine_id, epoch=epoch)
-        .update(run_id=None, engine_id="", epoch=0, taken_at=None)
+        .update(**RELEASED)
     )
+
+
+def free_sql(connection: Any, alias: str = "s") -> str:
+    """``UPDATE <slots> <alias> SET`` the released columns (:data:`RELEASED`):
+    the head of the release a PostgreSQL statement folds into a turn's last
+    write; the caller adds ``FROM`` / ``WHERE`` by run, engine and epoch."""
+    table = connection.ops.quote_name(QueueSlot._meta.db_table)
+    sets = ", ".join(
+        f"{name} = {'NULL' if value is None else repr(value)}" for name, value in RELEASED.items()
+    )
+    return f"UPDATE {table} {alias} SET {sets}"
 
 
 def slots_in_use(using: str) -> dict[tuple[str, str], int]:

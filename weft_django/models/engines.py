@@ -199,7 +199,6 @@ class PrunerLease(TokenLease):
     """The single-row lease of the optional worker prune pass: at most one pruner
     at a time across the store."""
 
-
     class Meta:
         verbose_name = _("pruner lease")
         constraints = [

@@ -61,7 +61,6 @@ class ScheduleLease(TokenLease):
     time across the store; every firing renews the lease at its token in the
     firing's own transaction."""
 
-
     class Meta:
         verbose_name = _("schedule lease")
         constraints = [

@@ -124,6 +124,8 @@ _FACE = {
     "Finish": "writes.requests",
     "TakeSignal": "writes.requests",
     "SignalTake": "writes.requests",
+    # The cursor of the hot statements (prepared where the connection allows)
+    "hot_cursor": "writes.cursor",
     # Metrics (a module: weft's Prometheus registry)
     "metrics": "",
 }
@@ -183,6 +185,7 @@ __all__ = [  # noqa: RUF022 (the same order as _FACE)
     "Finish",
     "TakeSignal",
     "SignalTake",
+    "hot_cursor",
     "metrics",
 ]
 

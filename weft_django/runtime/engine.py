@@ -204,10 +204,21 @@ class WorkflowEngine:
         if not run_ids:
             return 0
         try:
-            return self.first_turns.load(run_ids)
+            count = self.first_turns.load(run_ids)
         except DatabaseError as exc:
             logger.warning("could not read %d new runs ahead of their turns: %s", len(run_ids), exc)
             return 0
+        try:  # their first turns' flow-control admission, a statement per queue
+            flow.admit_ahead(
+                self.using,
+                self.first_turns.peek(run_ids),
+                self.ownership.fence_epoch,
+                engine_id=self.engine_id,
+                now=self.tick_now,
+            )
+        except DatabaseError as exc:  # each turn is admitted for itself
+            logger.debug("could not admit %d new runs ahead of their turns: %s", len(run_ids), exc)
+        return count
 
     # -- driving ----------------------------------------------------------------
 
@@ -312,11 +323,13 @@ class WorkflowEngine:
         # The clock is read only for runs that have a start time or a timeout.
         now = self.now() if run["start_at"] or run["timeout_at"] else None
         if run["status"] == RunStatus.PENDING and run["start_at"] and run["start_at"] > now:
+            if run.get(flow.ADMITTED) is not None:  # taken at pickup: not used now
+                flow.release(self.using, run_id, self.engine_id, run[flow.ADMITTED])
             return TurnOutcome.NOT_DUE
         limits = flow.limits_for(run)
         if limits is not None:
             return self._drive_limited(run, definition, epoch, limits)
-        return self._turn(run, definition, epoch, now)
+        return self._turn(run, Turn(self, run, definition, epoch), epoch, now)
 
     def _drive_limited(
         self, run: dict[str, Any], definition: Any, epoch: int, limits: QueueLimits
@@ -324,19 +337,21 @@ class WorkflowEngine:
         """A turn of a run whose queue has limits (docs/flow-control.md): admitted
         (slots and tokens taken), driven, its slots freed; or deferred."""
         now = self.tick_now()  # the database clock, read at most once a second
-        refused = flow.admit_or_defer(self, run, epoch, limits, now)
-        if refused is not None:
-            return TurnOutcome(refused)
+        if run.get(flow.ADMITTED) != epoch:  # not admitted at pickup (flow.admit_ahead)
+            refused = flow.admit_or_defer(self, run, epoch, limits, now)
+            if refused is not None:
+                return TurnOutcome(refused)
+        turn = Turn(self, run, definition, epoch, holds_slots=True)
         try:
-            return self._turn(run, definition, epoch, now)
+            return self._turn(run, turn, epoch, now)
         finally:
-            flow.release(self.using, run["id"], self.engine_id, epoch)
+            if turn.holds_slots:  # not freed by its last write (cut off, or failed)
+                flow.release(self.using, run["id"], self.engine_id, epoch)
 
     def _turn(
-        self, run: dict[str, Any], definition: Any, epoch: int, now: datetime | None
+        self, run: dict[str, Any], turn: Turn, epoch: int, now: datetime | None
     ) -> TurnOutcome:
         run_id = run["id"]
-        turn = Turn(self, run, definition, epoch)
         try:
             # The wake hint read with the run is cleared by this turn's park, in the
             # same statement and only if it is still the one read (a later hint

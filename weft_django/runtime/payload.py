@@ -40,6 +40,28 @@ _UNSTORABLE = re.compile(
 
 
 _CONTAINERS = (list, tuple, dict)
+#: A surrogate pair as ``dumps`` escapes it (ASCII output).
+_PAIR = re.compile(r"\\ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}")
+
+
+def _storable(value: Any, text: str) -> bool:
+    """Whether the strings of ``value`` (``text``: its ``dumps``) are text every
+    database stores: no NUL, no surrogate code point."""
+    return "\\u" not in text or not (_UNSTORABLE.search(text) or _surrogates(value, text))
+
+
+def _surrogates(value: Any, text: str) -> bool:
+    """Whether a string in ``value`` holds surrogate code points that ``text``
+    (its ASCII JSON) shows as a pair: a character beyond U+FFFF is escaped as
+    that same pair, so only the value itself tells them apart. Two surrogate
+    code points are not a character (they would be read back as one)."""
+    if not _PAIR.search(text):
+        return False
+    try:
+        json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def check_depth(value: Any, what: str, *, max_bytes: int, limit: int = MAX_PAYLOAD_DEPTH) -> None:
@@ -92,7 +114,7 @@ def encode(
         text = dumps(value)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise PayloadError(what, f"not JSON-serialisable ({exc})") from None
-    if "\\u" in text and _UNSTORABLE.search(text):
+    if not _storable(value, text):
         raise PayloadError(
             what,
             "it holds a NUL character or an unpaired UTF-16 surrogate in a string, "
@@ -171,7 +193,7 @@ def encode_call_text(
     try:
         if all(type(key) is str for key in kwargs):
             args_text, kwargs_text = dumps(args), dumps(kwargs)  # ASCII: characters = bytes
-            if _plain(args_text, limit) and _plain(kwargs_text, limit):
+            if _plain(args, args_text, limit) and _plain(kwargs, kwargs_text, limit):
                 return args_text, kwargs_text
     except (TypeError, ValueError, OverflowError, RecursionError):
         pass
@@ -179,11 +201,11 @@ def encode_call_text(
     return dumps(encoded_args), dumps(encoded_kwargs)
 
 
-def _plain(text: str, limit: int) -> bool:
+def _plain(value: Any, text: str, limit: int) -> bool:
     return (
         len(text) <= limit
         and text.count("[") + text.count("{") <= MAX_PAYLOAD_DEPTH
-        and ("\\u" not in text or not _UNSTORABLE.search(text))
+        and _storable(value, text)
     )
 
 

@@ -157,6 +157,11 @@ class FirstTurnReads:
             return None
         return entry[1]
 
+    def peek(self, run_ids: Collection[str]) -> list[dict[str, Any]]:
+        """The rows kept for ``run_ids`` (left for their turns to take)."""
+        with self._lock:
+            return [entry[1] for run_id in run_ids if (entry := self._rows.get(run_id))]
+
     def discard(self, run_id: str) -> None:
         with self._lock:
             self._rows.pop(run_id, None)

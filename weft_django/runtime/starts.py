@@ -267,9 +267,7 @@ def insert_sql(
             f"AS u(i, n, v, a, k, p, {stamp_columns[2]}s, w, t, q, r, y)"
         )
     else:
-        values = (
-            f"(%s, %s, %s, '{pending}', {json}, {json}, %s, {stamps}, %s, %s, %s, %s, %s, %s)"
-        )
+        values = f"(%s, %s, %s, '{pending}', {json}, {json}, %s, {stamps}, %s, %s, %s, %s, %s, %s)"
         insert += f"VALUES {', '.join([values] * count)}"
     if vendor == "mysql":
         return insert

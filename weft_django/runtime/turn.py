@@ -49,9 +49,15 @@ class Turn(RunWrites):
     read_only = False
 
     def __init__(
-        self, host: TurnHost, run: dict[str, Any], definition: WorkflowDefinition, epoch: int
+        self,
+        host: TurnHost,
+        run: dict[str, Any],
+        definition: WorkflowDefinition,
+        epoch: int,
+        *,
+        holds_slots: bool = False,
     ) -> None:
-        super().__init__(host, run, epoch)
+        super().__init__(host, run, epoch, holds_slots=holds_slots)
         self.definition = definition
         # What a prefetched first-turn read saw (None: not read). Nothing there
         # then means no read now: anything stored since left a wake hint.

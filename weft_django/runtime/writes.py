@@ -52,6 +52,7 @@ from django.utils import timezone
 
 from ..conf import WeftSettings
 from ..exceptions import EngineDeposedError
+from ..flow.slots import release_slots
 from ..models import TERMINAL_STATUSES, RunStatus, WorkflowEvent, WorkflowRun
 from ..ownership import Checkpoint, Fence, Finish, Form, Ownership, Park, Stamp, SteadyClock
 from .payload import dumps
@@ -89,6 +90,8 @@ class RunWrites:
         host: TurnHost,
         run: dict[str, Any],
         epoch: int,
+        *,
+        holds_slots: bool = False,
     ) -> None:
         self.host = host
         self.ownership = host.ownership
@@ -102,6 +105,9 @@ class RunWrites:
         self.fence = host.ownership.fence_for(self.run_id, epoch)
         #: The wake hint this turn answers (read with the run): cleared by its park.
         self.hint_seen: datetime | None = run.get("wake_hint_at")
+        #: The turn holds flow-control slots (it was admitted by the gate): its
+        #: park or finish frees them in the same write; otherwise the engine does.
+        self.holds_slots = holds_slots
         #: The database clock, read once per turn (or with the prefetched row).
         self._clock = SteadyClock(host.now, math.inf, seed=run.get(CLOCK_READ))
 
@@ -234,6 +240,7 @@ class RunWrites:
                 wake_at=wake_at,
                 hint_seen=self.hint_seen,
                 stamp=self._stamp(),
+                free_slots=self.holds_slots,
             )
             self._one_statement(self.ownership.park_fenced, park)
             self._parked()
@@ -256,11 +263,18 @@ class RunWrites:
                 started_at=Coalesce(F("started_at"), now),
                 **hint,
             )
+            self._free_slots()
         self._parked()
 
     def _parked(self) -> None:
         self.status = RunStatus.WAITING
         self.hint_seen = None
+        self.holds_slots = False
+
+    def _free_slots(self) -> None:
+        """Inside the turn's last fenced transaction: free its slots there too."""
+        if self.holds_slots:
+            release_slots(self.using, self.run_id, self.host.engine_id, self.epoch)
 
     def finish(
         self,
@@ -286,6 +300,7 @@ class RunWrites:
             )
             close_run(self.run_id, status, now=now, parent_id=self.parent_id, using=self.using)
             self.ownership.release_in_commit(self.fence)
+            self._free_slots()
         self._finished(status)
 
     def _finish_in_one_statement(
@@ -300,9 +315,11 @@ class RunWrites:
             parent_id=self.parent_id,
             response_ttl=self.host.settings.update_response_ttl,
             stamp=self._stamp(),
+            free_slots=self.holds_slots,
         )
         self._one_statement(self.ownership.finish_fenced, finish)
 
     def _finished(self, status: str) -> None:
         self.ownership.forget(self.run_id)
         self.status = status
+        self.holds_slots = False

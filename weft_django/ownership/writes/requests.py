@@ -12,6 +12,9 @@ by the runtime (``runtime/writes.py``) and read by the statement builders
 - :class:`Finish`: the last events, the terminal status, the claim's release;
 - :class:`TakeSignal`: a woken turn's consume of a buffered signal.
 
+A park or finish of a turn that holds flow-control slots frees them in the
+same write (``free_slots``).
+
 Which of them a strategy can write in one statement it says once, as a set
 of :class:`Form` (``Ownership.one_statement``; per database,
 :func:`forms_on`); the runtime writes the others as a fenced transaction.
@@ -139,6 +142,8 @@ class Park:
     wake_at: datetime | None
     hint_seen: datetime | None
     stamp: Stamp
+    #: Also free the flow-control slots of the turn (its run, engine and epoch).
+    free_slots: bool = False
 
     form = Form.PARK
 
@@ -159,6 +164,8 @@ class Finish:
     parent_id: str
     response_ttl: float
     stamp: Stamp
+    #: Also free the flow-control slots of the turn (its run, engine and epoch).
+    free_slots: bool = False
 
     form = Form.FINISH
 

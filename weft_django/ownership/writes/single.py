@@ -28,6 +28,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
+from ...flow.slots import free_sql
 from ...models import Claim, UpdateRequest, WorkflowEvent, WorkflowRun
 from ..claims.release import ENDED_SQL as RELEASED_ENDED
 from .cursor import hot_cursor
@@ -196,6 +197,11 @@ def fenced_finish(using: str, fence: Fence, finish: Finish) -> bool:
             workflow_id,
         ]
     )
+    if finish.free_slots:  # by run, engine and epoch: only this turn's (fence or not)
+        parts.append(
+            f"freed AS ({free_sql(connection)} WHERE run_id = %s AND engine_id = %s AND epoch = %s)"
+        )
+        params.extend(fence.params())
     if finish.parent_id:
         parts.append(
             f"par AS (UPDATE {run_table} SET wake_hint_at = {stamp} "
@@ -220,6 +226,7 @@ V_COLUMNS = (
     "hint_seen",
     "running",
     "stamp",
+    "free_slots",
 )
 
 
@@ -245,6 +252,7 @@ class FencedWrite:
     hint_seen: datetime | None = None
     mark_running: bool = False
     stamped_at: datetime | None = None
+    free_slots: bool = False
 
     @classmethod
     def of_checkpoint(cls, fence: Fence, checkpoint: Checkpoint) -> FencedWrite:
@@ -271,6 +279,7 @@ class FencedWrite:
             park.hint_seen,
             False,
             park.stamp.value(),
+            park.free_slots,
         )
 
     @property
@@ -288,6 +297,7 @@ class FencedWrite:
             self.hint_seen,
             self.mark_running,
             self.stamped_at,
+            self.free_slots,
         )
 
 
@@ -324,7 +334,8 @@ def write_many_statement(
     values = []
     for request in requests:
         values.append(
-            "(%s, %s::bigint, %s, %s::jsonb, %s::timestamptz, %s::timestamptz, %s, %s::timestamptz)"
+            "(%s, %s::bigint, %s, %s::jsonb, %s::timestamptz, %s::timestamptz, %s, "
+            "%s::timestamptz, %s)"
         )
         params += request.values()
     parts = [
@@ -357,4 +368,12 @@ def write_many_statement(
             f"started_at = COALESCE(r.started_at, {stamp}), updated_at = {stamp}, "
             f"waiting_on = NULL, wake_at = v.wake_at {fenced} AND v.running)"
         )
+    if any(request.free_slots for request in requests):
+        # The turns' flow-control slots, by run, engine and epoch: only their own,
+        # whether the fence held or not (a slot of a claim that moved on is free).
+        parts.append(
+            f"freed AS ({free_sql(connection)} FROM v WHERE v.free_slots "
+            "AND s.run_id = v.workflow_id AND s.engine_id = %s AND s.epoch = v.epoch)"
+        )
+        params.append(engine_id)
     return ", ".join(parts) + " SELECT workflow_id FROM fence", params
