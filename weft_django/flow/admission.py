@@ -217,8 +217,10 @@ def admit_in_order(
     ``FOR UPDATE``, then one UPDATE of the rows taken and one of the cell).
     """
     connection = connections[using]
+    if not runs:
+        return 0
     if connection.vendor != "postgresql":
-        if not runs or not connection.features.has_select_for_update_skip_locked:
+        if not connection.features.has_select_for_update_skip_locked:
             return 0
         return _in_order_locking(using, queue, size, cell, runs, engine_id=engine_id, now=now)
     quote = connection.ops.quote_name

@@ -121,9 +121,10 @@ def admit_ahead(
     (MariaDB/MySQL) per limited queue (:func:`~.admission.admit_in_order`), so
     that those turns skip their own admission. Each row admitted is marked
     with :data:`ADMITTED` (its epoch); how many were. Runs with per-key
-    limits, and every run on SQLite, are admitted by their turn. ``now`` is
-    called once, when a run is limited."""
-    by_queue: dict[str, list[tuple[dict[str, Any], int]]] = {}
+    limits, and every run on SQLite, are admitted by their turn, as are those
+    of a queue whose statement fails (logged). ``now`` is called once, when a
+    run is limited."""
+    by_queue: dict[str, tuple[QueueLimits, list[tuple[dict[str, Any], int]]]] = {}
     for row in rows:
         limits = limits_for(row)
         key = row.get("concurrency_key") or ""
@@ -131,25 +132,26 @@ def admit_ahead(
             continue
         epoch = epoch_of(row["id"])
         if epoch is not None:
-            by_queue.setdefault(limits.name, []).append((row, epoch))
+            by_queue.setdefault(limits.name, (limits, []))[1].append((row, epoch))
     if not by_queue:
         return 0
     admitted = 0
-    at = now()  # read only when a run is of a limited queue
-    for queue, queued in by_queue.items():
-        limits = limits_of(queue)
-        if limits is None:
-            continue
+    at = now()  # read only when a run is limited
+    for queue, (limits, queued) in by_queue.items():
         cells = limits.cells("")
-        count = admit_in_order(
-            using,
-            queue,
-            limits.concurrency,
-            cells[0] if cells else None,
-            [(row["id"], epoch) for row, epoch in queued],
-            engine_id=engine_id,
-            now=at,
-        )
+        try:
+            count = admit_in_order(
+                using,
+                queue,
+                limits.concurrency,
+                cells[0] if cells else None,
+                [(row["id"], epoch) for row, epoch in queued],
+                engine_id=engine_id,
+                now=at,
+            )
+        except DatabaseError as exc:  # each of these turns is admitted for itself
+            logger.debug("could not admit %d runs of %s at pickup: %s", len(queued), queue, exc)
+            continue
         for row, epoch in queued[:count]:
             row[ADMITTED] = epoch
         admitted += count

@@ -208,16 +208,13 @@ class WorkflowEngine:
         except DatabaseError as exc:
             logger.warning("could not read %d new runs ahead of their turns: %s", len(run_ids), exc)
             return 0
-        try:  # their first turns' flow-control admission, a statement per queue
-            flow.admit_ahead(
-                self.using,
-                self.first_turns.peek(run_ids),
-                self.ownership.fence_epoch,
-                engine_id=self.engine_id,
-                now=self.tick_now,
-            )
-        except DatabaseError as exc:  # each turn is admitted for itself
-            logger.debug("could not admit %d new runs ahead of their turns: %s", len(run_ids), exc)
+        flow.admit_ahead(  # their first turns' flow-control admission, per queue
+            self.using,
+            self.first_turns.peek(run_ids),
+            self.ownership.fence_epoch,
+            engine_id=self.engine_id,
+            now=self.tick_now,
+        )
         return count
 
     # -- driving ----------------------------------------------------------------
